@@ -1,0 +1,37 @@
+# shoal_cc_library(NAME <name> SRCS ... DEPS ...)
+#   One static library per module. Our own warnings are errors; dependencies listed in DEPS are
+#   PUBLIC so the graph of target_link_libraries mirrors DESIGN.md §2.
+# shoal_cc_test(NAME <name> SRCS ... DEPS ... [LABELS ...])
+#   One GoogleTest binary registered with ctest through gtest_discover_tests.
+
+set(SHOAL_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
+
+function(shoal_cc_library)
+  cmake_parse_arguments(L "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_library(${L_NAME} STATIC ${L_SRCS})
+  target_include_directories(${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${L_NAME} PRIVATE ${SHOAL_WARNINGS})
+  target_link_libraries(${L_NAME} PUBLIC ${L_DEPS})
+endfunction()
+
+function(shoal_cc_binary)
+  cmake_parse_arguments(B "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${B_NAME} ${B_SRCS})
+  target_compile_options(${B_NAME} PRIVATE ${SHOAL_WARNINGS})
+  target_link_libraries(${B_NAME} PRIVATE ${B_DEPS})
+endfunction()
+
+function(shoal_cc_test)
+  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SRCS})
+  target_compile_options(${T_NAME} PRIVATE ${SHOAL_WARNINGS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
+  set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${T_LABELS}" TIMEOUT 300
+    ENVIRONMENT "SHOAL_BIN_DIR=${SHOAL_BIN_DIR};SHOAL_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

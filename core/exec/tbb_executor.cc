@@ -1,0 +1,64 @@
+#include "core/exec/tbb_executor.h"
+
+#include <omp.h>
+
+#include <chrono>
+
+#include "oneapi/tbb/task_arena.h"
+#include "oneapi/tbb/task_scheduler_observer.h"
+
+namespace shoal::core {
+namespace {
+
+// Pins OpenMP to one thread on every thread that joins the arena.
+class SingleThreadedOpenMp final : public tbb::task_scheduler_observer {
+ public:
+  explicit SingleThreadedOpenMp(tbb::task_arena& arena) : tbb::task_scheduler_observer(arena) {
+    observe(true);
+  }
+  ~SingleThreadedOpenMp() override { observe(false); }
+  void on_scheduler_entry(bool) override { omp_set_num_threads(1); }
+};
+
+}  // namespace
+
+struct TbbExecutor::Impl {
+  explicit Impl(int threads) : arena(threads, /*reserved_for_masters=*/0), observer(arena) {}
+  tbb::task_arena arena;
+  SingleThreadedOpenMp observer;
+};
+
+TbbExecutor::TbbExecutor(int threads)
+    : threads_(threads < 1 ? 1 : threads), impl_(std::make_unique<Impl>(threads_)) {
+  impl_->arena.initialize();
+}
+
+TbbExecutor::~TbbExecutor() { WaitIdle(); }
+
+void TbbExecutor::Submit(Task task) {
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  // task_arena::enqueue copies its functor; the shared_ptr makes a move-only task copyable.
+  auto shared = std::make_shared<Task>(std::move(task));
+  impl_->arena.enqueue([this, shared] {
+    running_.fetch_add(1, std::memory_order_relaxed);
+    const auto start = std::chrono::steady_clock::now();
+    std::move (*shared)();
+    *shared = nullptr;  // release what the task captured before reporting idle
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    busy_micros_.fetch_add(micros, std::memory_order_relaxed);
+    running_.fetch_sub(1, std::memory_order_relaxed);
+    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(idle_mu_);
+      idle_cv_.notify_all();
+    }
+  });
+}
+
+void TbbExecutor::WaitIdle() {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  idle_cv_.wait(lock, [this] { return outstanding_.load(std::memory_order_acquire) == 0; });
+}
+
+}  // namespace shoal::core

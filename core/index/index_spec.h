@@ -1,0 +1,18 @@
+// IndexSpec: how a collection is (to be) indexed. Per-request search parameters live in the
+// search request, not here (faiss's SearchParameters habit).
+#pragma once
+
+#include <cstdint>
+
+namespace shoal::core {
+
+enum class IndexType : uint8_t { kFlat = 1, kIvfFlat = 2, kIvfSq8 = 3, kIvfPq = 4 };
+
+struct IndexSpec {
+  IndexType type = IndexType::kFlat;
+  uint32_t nlist = 0;           // 0 = chosen at build time
+  uint32_t pq_m = 0;            // IVF_PQ only
+  uint32_t default_nprobe = 0;  // 0 = server default
+};
+
+}  // namespace shoal::core

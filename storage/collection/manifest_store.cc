@@ -1,0 +1,54 @@
+#include "storage/collection/manifest_store.h"
+
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "core/base/status.h"
+
+namespace shoal::storage {
+namespace {
+
+std::string ManifestName(uint64_t n) { return absl::StrFormat("MANIFEST-%06d", n); }
+
+}  // namespace
+
+absl::StatusOr<LoadedManifest> LoadManifest(FileSystem* fs, const std::string& dir) {
+  const std::string current_path = JoinPath(dir, "CURRENT");
+  if (!fs->Exists(current_path)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no CURRENT file"));
+  }
+  SHOAL_ASSIGN_OR_RETURN(std::string current, ReadFileToString(fs, current_path));
+  absl::string_view name = absl::StripAsciiWhitespace(current);
+  uint64_t number;
+  if (!absl::ConsumePrefix(&name, "MANIFEST-") || !absl::SimpleAtoi(name, &number)) {
+    return absl::DataLossError(absl::StrCat(current_path, ": does not name a manifest"));
+  }
+  SHOAL_ASSIGN_OR_RETURN(std::string data,
+                         ReadFileToString(fs, JoinPath(dir, ManifestName(number))));
+  auto manifest = DecodeManifest(data);
+  if (!manifest.ok()) {
+    return absl::Status(manifest.status().code(),
+                        absl::StrCat(dir, ": ", manifest.status().message()));
+  }
+  return LoadedManifest{*std::move(manifest), number};
+}
+
+absl::StatusOr<uint64_t> InstallManifest(FileSystem* fs, const std::string& dir,
+                                         const CollectionManifest& manifest,
+                                         uint64_t previous_number) {
+  const uint64_t number = previous_number + 1;
+  SHOAL_RETURN_IF_ERROR(
+      WriteFileAtomically(fs, JoinPath(dir, ManifestName(number)), EncodeManifest(manifest)));
+  SHOAL_RETURN_IF_ERROR(
+      WriteFileAtomically(fs, JoinPath(dir, "CURRENT"), ManifestName(number) + "\n"));
+  if (previous_number > 0) {
+    SHOAL_RETURN_IF_ERROR(fs->RemoveAll(JoinPath(dir, ManifestName(previous_number))));
+  }
+  return number;
+}
+
+}  // namespace shoal::storage

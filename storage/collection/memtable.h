@@ -1,0 +1,66 @@
+// Memtable: the vectors of a collection that are not in an IVF segment, held in memory and
+// searched exactly.
+//
+// Rows live in fixed-size chunks that are allocated once and never move, so a search can scan
+// a snapshot (a list of chunks and a row count) without holding any lock while it works (I-1).
+// An upsert of an existing id appends a new row and flags the old one dead; a delete flags the
+// row dead. Dead flags are atomics read during the scan, so a search running concurrently with
+// a write may see it or not; every search that starts after a write was acknowledged sees it.
+//
+// Thread-safety: one writer at a time (Upsert/Delete: the WAL thread, or recovery), any number
+// of concurrent readers (Snapshot/Get/counters).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/index/search_types.h"
+#include "storage/format/wal_format.h"
+
+namespace shoal::storage {
+
+struct StoredPoint {
+  uint64_t id = 0;
+  std::vector<float> vector;  // empty unless asked for
+  std::string attributes;     // EncodeAttributes() bytes
+};
+
+class Memtable {
+ public:
+  explicit Memtable(uint32_t dim);
+  ~Memtable();
+
+  Memtable(const Memtable&) = delete;
+  Memtable& operator=(const Memtable&) = delete;
+
+  // Writer side. REQUIRES: one caller at a time; point.vector.size() == dim.
+  void Upsert(const PointRecord& point);
+  // Returns whether the id was live.
+  bool Delete(uint64_t id);
+
+  // Reader side.
+  core::FlatView Snapshot() const;
+  std::optional<StoredPoint> Get(uint64_t id, bool include_vector) const;
+  uint32_t dim() const { return dim_; }
+  uint64_t live_count() const;
+  uint64_t memory_bytes() const;
+
+ private:
+  struct Chunk;
+
+  const uint32_t dim_;
+  const size_t rows_per_chunk_;
+
+  mutable std::mutex mu_;  // guards the fields below; held only for short bookkeeping
+  std::vector<std::shared_ptr<Chunk>> chunks_;
+  size_t rows_ = 0;                                  // published rows
+  absl::flat_hash_map<uint64_t, size_t> row_of_id_;  // live id -> row
+};
+
+}  // namespace shoal::storage

@@ -1,0 +1,60 @@
+#include "storage/format/manifest_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "storage/format/coding.h"
+#include "storage/format/crc32c.h"
+
+namespace shoal::storage {
+
+std::string EncodeManifest(const CollectionManifest& m) {
+  std::string out(kManifestMagic);
+  PutFixed32(&out, kManifestVersion);
+  PutBytes(&out, m.name);
+  PutVarint64(&out, m.dim);
+  out.push_back(char(m.metric));
+  out.push_back(char(m.index.type));
+  PutVarint64(&out, m.index.nlist);
+  PutVarint64(&out, m.index.pq_m);
+  PutVarint64(&out, m.index.default_nprobe);
+  PutVarint64(&out, m.first_wal_seq);
+  PutFixed32(&out, MaskCrc(Crc32c(out)));
+  return out;
+}
+
+absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
+  if (data.size() < kManifestMagic.size() + 8 ||
+      data.substr(0, kManifestMagic.size()) != kManifestMagic) {
+    return absl::DataLossError("manifest: bad magic");
+  }
+  const std::string_view body = data.substr(0, data.size() - 4);
+  if (UnmaskCrc(DecodeFixed32(data.data() + body.size())) != Crc32c(body)) {
+    return absl::DataLossError("manifest: checksum mismatch");
+  }
+  Decoder in(body.substr(kManifestMagic.size()));
+  uint32_t version;
+  in.GetFixed32(&version);
+  if (version != kManifestVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("manifest: format version ", version,
+                                                      " is not supported"));
+  }
+  CollectionManifest m;
+  std::string_view name;
+  uint64_t dim, nlist, pq_m, nprobe, first_wal;
+  uint8_t metric, type;
+  if (!in.GetBytes(&name) || !in.GetVarint64(&dim) || !in.GetByte(&metric) ||
+      !in.GetByte(&type) || !in.GetVarint64(&nlist) || !in.GetVarint64(&pq_m) ||
+      !in.GetVarint64(&nprobe) || !in.GetVarint64(&first_wal) || !in.empty()) {
+    return absl::DataLossError("manifest: truncated body");
+  }
+  if (metric < 1 || metric > 3 || type < 1 || type > 4) {
+    return absl::DataLossError("manifest: bad metric or index type");
+  }
+  m.name = std::string(name);
+  m.dim = uint32_t(dim);
+  m.metric = core::Metric(metric);
+  m.index = {core::IndexType(type), uint32_t(nlist), uint32_t(pq_m), uint32_t(nprobe)};
+  m.first_wal_seq = first_wal;
+  return m;
+}
+
+}  // namespace shoal::storage
