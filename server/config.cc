@@ -1,0 +1,219 @@
+#include "server/config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+#include <variant>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "yaml-cpp/yaml.h"
+
+namespace shoal::server {
+namespace {
+
+using Member = std::variant<std::string Config::*, int Config::*, int64_t Config::*, bool Config::*>;
+
+// One row per setting: its YAML key (dotted = nested), environment variable, flag and doc.
+struct Field {
+  const char* key;
+  const char* env;
+  const char* flag;
+  Member member;
+  const char* doc;
+};
+
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> fields = {
+      {"server.grpc_addr", "SHOAL_GRPC_ADDR", "--grpc-addr", &Config::grpc_addr,
+       "gRPC listen address"},
+      {"server.http_addr", "SHOAL_HTTP_ADDR", "--http-addr", &Config::http_addr,
+       "HTTP listen address (/metrics, /healthz, /readyz)"},
+      {"server.data_dir", "SHOAL_DATA_DIR", "--data-dir", &Config::data_dir,
+       "where collections live"},
+      {"server.max_message_bytes", "SHOAL_MAX_MESSAGE_BYTES", "--max-message-bytes",
+       &Config::max_message_bytes, "largest gRPC message, bytes"},
+      {"server.api_key", "SHOAL_API_KEY", "--api-key", &Config::api_key,
+       "require 'authorization: Bearer <key>' when set"},
+      {"server.ready_file", "SHOAL_READY_FILE", "--ready-file", &Config::ready_file,
+       "write the bound ports here as JSON once serving"},
+      {"server.shutdown_grace_seconds", "SHOAL_SHUTDOWN_GRACE_SECONDS", "--shutdown-grace-seconds",
+       &Config::shutdown_grace_seconds, "seconds SIGTERM waits for in-flight requests"},
+      {"cpu.threads", "SHOAL_CPU_THREADS", "--cpu-threads", &Config::cpu_threads,
+       "search CPU reservation; 0 = cores - 1, at least 1"},
+      {"search.max_inflight", "SHOAL_MAX_INFLIGHT_SEARCHES", "--max-inflight-searches",
+       &Config::max_inflight_searches, "searches running or queued; more get RESOURCE_EXHAUSTED"},
+      {"wal.max_pending_bytes", "SHOAL_WAL_MAX_PENDING_BYTES", "--wal-max-pending-bytes",
+       &Config::wal_max_pending_bytes, "bytes waiting for the WAL per collection"},
+      {"log.level", "SHOAL_LOG_LEVEL", "--log-level", &Config::log_level,
+       "trace, debug, info, warn or error"},
+      {"demo.enabled", "SHOAL_DEMO", "--demo", &Config::demo,
+       "load the demo collection fmnist on start if missing"},
+      {"demo.file", "SHOAL_DEMO_FILE", "--demo-file", &Config::demo_file,
+       "Fashion-MNIST images file for the demo"},
+  };
+  return fields;
+}
+
+absl::Status Set(Config& config, const Field& field, const std::string& value,
+                 const std::string& source) {
+  auto bad = [&](const char* want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field.key, ": '", value, "' from ", source, " is not ", want));
+  };
+  return std::visit(
+      [&](auto member) -> absl::Status {
+        using T = std::remove_reference_t<decltype(config.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          config.*member = value;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          std::string v = absl::AsciiStrToLower(value);
+          if (v == "true" || v == "1" || v == "yes" || v == "on") {
+            config.*member = true;
+          } else if (v == "false" || v == "0" || v == "no" || v == "off") {
+            config.*member = false;
+          } else {
+            return bad("a boolean");
+          }
+        } else {
+          int64_t n;
+          if (!absl::SimpleAtoi(value, &n) || n < 0) return bad("a non-negative integer");
+          config.*member = T(n);
+        }
+        return absl::OkStatus();
+      },
+      field.member);
+}
+
+std::string Get(const Config& config, const Field& field) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        using T = std::remove_cv_t<std::remove_reference_t<decltype(config.*member)>>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return config.*member;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return config.*member ? "true" : "false";
+        } else {
+          return absl::StrCat(config.*member);
+        }
+      },
+      field.member);
+}
+
+absl::Status ApplyYaml(Config& config, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config file ", path, ": ", e.what()));
+  }
+  for (const Field& field : Fields()) {
+    std::vector<std::string> parts = absl::StrSplit(field.key, '.');
+    YAML::Node node = YAML::Clone(root);
+    bool found = true;
+    for (const std::string& part : parts) {
+      if (!node.IsMap() || !node[part]) {
+        found = false;
+        break;
+      }
+      node = node[part];
+    }
+    if (!found) continue;
+    if (!node.IsScalar()) {
+      return absl::InvalidArgumentError(absl::StrCat(field.key, ": expected a scalar in ", path));
+    }
+    absl::Status s = Set(config, field, node.Scalar(), path);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int Config::EffectiveCpuThreads() const {
+  if (cpu_threads > 0) return cpu_threads;
+  const int cores = int(std::thread::hardware_concurrency());
+  return std::max(1, cores - 1);
+}
+
+absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
+  LoadedConfig loaded;
+  CLI::App app{"shoald: the Shoal vector search server"};
+  std::string config_path;
+  app.add_option("--config", config_path, "YAML config file (also SHOAL_CONFIG)");
+  app.add_flag("--print-config", loaded.print_config, "print the effective config and exit");
+  std::vector<std::string> flag_values(Fields().size());
+  std::vector<CLI::Option*> options;
+  for (size_t i = 0; i < Fields().size(); ++i) {
+    const Field& f = Fields()[i];
+    if (std::holds_alternative<bool Config::*>(f.member)) {
+      options.push_back(app.add_flag(f.flag, flag_values[i], f.doc));
+    } else {
+      options.push_back(app.add_option(f.flag, flag_values[i], f.doc));
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  if (config_path.empty()) {
+    if (const char* env = std::getenv("SHOAL_CONFIG")) config_path = env;
+  }
+  if (!config_path.empty()) {
+    absl::Status s = ApplyYaml(loaded.config, config_path);
+    if (!s.ok()) return s;
+  }
+  for (const Field& f : Fields()) {
+    if (const char* env = std::getenv(f.env)) {
+      absl::Status s = Set(loaded.config, f, env, f.env);
+      if (!s.ok()) return s;
+    }
+  }
+  for (size_t i = 0; i < Fields().size(); ++i) {
+    if (options[i]->count() == 0) continue;
+    const Field& f = Fields()[i];
+    std::string value = flag_values[i];
+    if (std::holds_alternative<bool Config::*>(f.member) && value.empty()) value = "true";
+    absl::Status s = Set(loaded.config, f, value, f.flag);
+    if (!s.ok()) return s;
+  }
+  if (loaded.config.max_message_bytes < 1024) {
+    return absl::InvalidArgumentError("server.max_message_bytes: must be at least 1024");
+  }
+  if (loaded.config.max_inflight_searches < 1) {
+    return absl::InvalidArgumentError("search.max_inflight: must be at least 1");
+  }
+  return loaded;
+}
+
+std::string PrintConfig(const Config& config) {
+  const Config defaults;
+  std::ostringstream out;
+  out << "# shoald effective config (YAML file < SHOAL_* env < flags)\n";
+  std::string section;
+  for (const Field& f : Fields()) {
+    std::vector<std::string> parts = absl::StrSplit(f.key, '.');
+    if (parts[0] != section) {
+      section = parts[0];
+      out << section << ":\n";
+    }
+    std::string value = Get(config, f);
+    if (std::holds_alternative<std::string Config::*>(f.member)) value = "\"" + value + "\"";
+    std::string def = Get(defaults, f);
+    out << "  " << parts[1] << ": " << value << "  # " << f.doc << ". Default: "
+        << (def.empty() ? "\"\"" : def) << ". Env " << f.env << ", flag " << f.flag << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace shoal::server

@@ -1,0 +1,61 @@
+// Config: shoald's settings. Sources, later ones win: built-in defaults, the YAML file
+// (--config or SHOAL_CONFIG), SHOAL_* environment variables, command-line flags.
+// `shoald --print-config` prints the effective values as YAML with every field's default.
+//
+// Thread-safety: a Config is a plain value; load it once at start-up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shoal::server {
+
+struct Config {
+  // gRPC listen address. Default: 127.0.0.1:7700 (0.0.0.0:7700 in the container image).
+  std::string grpc_addr = "127.0.0.1:7700";
+  // HTTP listen address for /metrics, /healthz, /readyz. Default: 127.0.0.1:7701.
+  std::string http_addr = "127.0.0.1:7701";
+  // Where collections live. Default: ./data.
+  std::string data_dir = "./data";
+  // Largest gRPC message accepted or sent, bytes. Default: 64 MiB.
+  int64_t max_message_bytes = 64 << 20;
+  // When set, every RPC must carry `authorization: Bearer <api_key>`. Default: empty (off).
+  std::string api_key;
+  // CPU reservation for search (threads in the arena). 0 = cores - 1, at least 1. Default: 0.
+  int cpu_threads = 0;
+  // Search requests running or queued at once; past it: RESOURCE_EXHAUSTED. Default: 256.
+  int max_inflight_searches = 256;
+  // Bytes of writes waiting for the WAL per collection; past it: RESOURCE_EXHAUSTED.
+  // Default: 512 MiB.
+  int64_t wal_max_pending_bytes = 512ll << 20;
+  // trace, debug, info, warn, error. Default: info.
+  std::string log_level = "info";
+  // Load the demo collection `fmnist` (Fashion-MNIST) on start if it is missing. Default: false.
+  bool demo = false;
+  // Where the demo reads Fashion-MNIST. Default: the dataset-fashion-mnist package's file.
+  std::string demo_file = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+  // Once serving, write {"grpc_port": N, "http_port": M} here (for scripts and tests).
+  // Default: empty (off).
+  std::string ready_file;
+  // Seconds SIGTERM waits for in-flight requests before cancelling them. Default: 10.
+  int shutdown_grace_seconds = 10;
+
+  // cpu_threads with 0 resolved against the machine.
+  int EffectiveCpuThreads() const;
+};
+
+struct LoadedConfig {
+  Config config;
+  bool print_config = false;
+};
+
+// Parses flags (argv), the environment and the YAML file. INVALID_ARGUMENT names the field.
+absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv);
+
+// The effective config as commented YAML.
+std::string PrintConfig(const Config& config);
+
+}  // namespace shoal::server

@@ -1,0 +1,63 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace shoal::server {
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr,
+                                                          const char* field) {
+  const size_t colon = addr.rfind(':');
+  int port;
+  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", addr, "' is not host:port"));
+  }
+  std::string host = addr.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_pair(host, port);
+}
+
+HttpServer::HttpServer(Handlers handlers) : handlers_(std::move(handlers)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<int> HttpServer::Start(const std::string& addr) {
+  auto host_port = SplitHostPort(addr, "server.http_addr");
+  if (!host_port.ok()) return host_port.status();
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(handlers_.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = handlers_.ready();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
+  });
+  int port = host_port->second;
+  if (port == 0) {
+    port = server_->bind_to_any_port(host_port->first);
+  } else if (!server_->bind_to_port(host_port->first, port)) {
+    port = -1;
+  }
+  if (port < 0) {
+    return absl::UnavailableError(absl::StrCat("server.http_addr: cannot bind ", addr));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return port;
+}
+
+void HttpServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace shoal::server

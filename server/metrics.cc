@@ -1,0 +1,145 @@
+#include "server/metrics.h"
+
+#include <grpcpp/support/status.h>
+
+#include <set>
+
+#include "core/index/distance.h"
+#include "prometheus/text_serializer.h"
+
+namespace shoal::server {
+namespace {
+
+const char* CodeName(int code) {
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+}
+
+}  // namespace
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name("shoal_rpc_requests_total")
+                   .Help("gRPC requests handled, by method and status code")
+                   .Register(*registry_);
+  latency_ = &prometheus::BuildHistogram()
+                  .Name("shoal_rpc_latency_seconds")
+                  .Help("gRPC request latency from arrival to response, by method")
+                  .Register(*registry_);
+  vectors_ = &prometheus::BuildGauge()
+                  .Name("shoal_collection_vectors")
+                  .Help("Live vectors per collection")
+                  .Register(*registry_);
+  disk_bytes_ = &prometheus::BuildGauge()
+                     .Name("shoal_collection_disk_bytes")
+                     .Help("Bytes on disk per collection")
+                     .Register(*registry_);
+  wal_fsync_ = &prometheus::BuildHistogram()
+                    .Name("shoal_wal_fsync_seconds")
+                    .Help("Duration of WAL group commits (write + fdatasync)")
+                    .Register(*registry_)
+                    .Add({}, prometheus::Histogram::BucketBoundaries{
+                                 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                 0.5, 1});
+  search_inflight_ = &prometheus::BuildGauge()
+                          .Name("shoal_search_inflight")
+                          .Help("Search requests admitted and not yet answered")
+                          .Register(*registry_)
+                          .Add({});
+  arena_threads_ = &prometheus::BuildGauge()
+                        .Name("shoal_cpu_arena_threads")
+                        .Help("Threads in the CPU reservation (cpu.threads)")
+                        .Register(*registry_)
+                        .Add({});
+  arena_queued_ = &prometheus::BuildGauge()
+                       .Name("shoal_cpu_arena_queued_tasks")
+                       .Help("Tasks submitted to the CPU arena and not finished")
+                       .Register(*registry_)
+                       .Add({});
+  arena_busy_ = &prometheus::BuildCounter()
+                     .Name("shoal_cpu_arena_busy_seconds_total")
+                     .Help("Thread-seconds spent running tasks in the CPU arena")
+                     .Register(*registry_)
+                     .Add({});
+  prometheus::BuildGauge()
+      .Name("shoal_simd_level")
+      .Help("Distance kernel level in use")
+      .Register(*registry_)
+      .Add({{"level", std::string(core::SimdLevelName(core::ActiveSimdLevel()))}})
+      .Set(1);
+  prometheus::BuildGauge()
+      .Name("shoal_build_info")
+      .Help("Build information")
+      .Register(*registry_)
+      .Add({{"version", "0.1.0"}})
+      .Set(1);
+}
+
+void Metrics::ObserveRpc(const std::string& method, int code, double seconds) {
+  prometheus::Counter* counter;
+  prometheus::Histogram* histogram;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& c = request_counters_[{method, code}];
+    if (c == nullptr) c = &requests_->Add({{"method", method}, {"code", CodeName(code)}});
+    counter = c;
+    auto& h = latency_histograms_[method];
+    if (h == nullptr) {
+      h = &latency_->Add({{"method", method}},
+                         prometheus::Histogram::BucketBoundaries{
+                             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                             0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+    }
+    histogram = h;
+  }
+  counter->Increment();
+  histogram->Observe(seconds);
+}
+
+std::string Metrics::Render(const std::vector<CollectionSample>& collections,
+                            const ArenaSample& arena) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> seen;
+  for (const CollectionSample& c : collections) {
+    seen.insert(c.name);
+    auto& gauges = collection_gauges_[c.name];
+    if (gauges.first == nullptr) {
+      gauges.first = &vectors_->Add({{"collection", c.name}});
+      gauges.second = &disk_bytes_->Add({{"collection", c.name}});
+    }
+    gauges.first->Set(c.vectors);
+    gauges.second->Set(c.disk_bytes);
+  }
+  for (auto it = collection_gauges_.begin(); it != collection_gauges_.end();) {
+    if (seen.count(it->first)) {
+      ++it;
+      continue;
+    }
+    vectors_->Remove(it->second.first);
+    disk_bytes_->Remove(it->second.second);
+    it = collection_gauges_.erase(it);
+  }
+  arena_threads_->Set(arena.threads);
+  arena_queued_->Set(arena.queued);
+  const double busy_delta = arena.busy_seconds - arena_busy_->Value();
+  if (busy_delta > 0) arena_busy_->Increment(busy_delta);
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace shoal::server

@@ -1,0 +1,70 @@
+// Metrics: the Prometheus series shoald exports on /metrics.
+//
+//   shoal_rpc_requests_total{method,code}      counter
+//   shoal_rpc_latency_seconds{method}          histogram
+//   shoal_wal_fsync_seconds                    histogram (group commits)
+//   shoal_collection_vectors{collection}       gauge, refreshed at scrape time
+//   shoal_collection_disk_bytes{collection}    gauge, refreshed at scrape time
+//   shoal_search_inflight                      gauge
+//   shoal_cpu_arena_threads, shoal_cpu_arena_busy_seconds_total, shoal_cpu_arena_queued_tasks
+//   shoal_simd_level{level}, shoal_build_info{version}
+//
+// Thread-safety: every method is thread-safe (prometheus-cpp metrics are atomic; label sets
+// are added under the family's own lock).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace shoal::server {
+
+struct CollectionSample {
+  std::string name;
+  double vectors = 0;
+  double disk_bytes = 0;
+};
+
+struct ArenaSample {
+  double threads = 0;
+  double busy_seconds = 0;
+  double queued = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  void ObserveRpc(const std::string& method, int code, double seconds);
+  void ObserveWalFsync(double seconds) { wal_fsync_->Observe(seconds); }
+  prometheus::Gauge& search_inflight() { return *search_inflight_; }
+
+  // Renders the text exposition format after refreshing the sampled gauges.
+  std::string Render(const std::vector<CollectionSample>& collections, const ArenaSample& arena);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* latency_;
+  prometheus::Family<prometheus::Gauge>* vectors_;
+  prometheus::Family<prometheus::Gauge>* disk_bytes_;
+  prometheus::Histogram* wal_fsync_;
+  prometheus::Gauge* search_inflight_;
+  prometheus::Gauge* arena_threads_;
+  prometheus::Gauge* arena_queued_;
+  prometheus::Counter* arena_busy_;
+
+  std::mutex mu_;  // guards the maps below and serialises Render
+  std::map<std::pair<std::string, int>, prometheus::Counter*> request_counters_;
+  std::map<std::string, prometheus::Histogram*> latency_histograms_;
+  std::map<std::string, std::pair<prometheus::Gauge*, prometheus::Gauge*>> collection_gauges_;
+};
+
+}  // namespace shoal::server

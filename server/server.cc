@@ -1,0 +1,134 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/logging.h"
+#include "core/exec/tbb_executor.h"
+#include "core/exec/thread_executor.h"
+#include "core/index/distance.h"
+#include "server/demo_loader.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/shoal_service.h"
+#include "storage/collection/catalog.h"
+
+namespace shoal::server {
+
+struct Server::State {
+  Metrics metrics;
+  std::unique_ptr<storage::Catalog> catalog;
+  std::unique_ptr<core::TbbExecutor> cpu;
+  std::unique_ptr<core::ThreadExecutor> admin;
+  std::unique_ptr<ShoalService> service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  std::unique_ptr<HttpServer> http;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> stopping{false};
+  int grpc_port = 0;
+  int http_port = 0;
+};
+
+Server::Server(Config config) : config_(std::move(config)), state_(std::make_unique<State>()) {}
+
+Server::~Server() { Shutdown(); }
+
+absl::Status Server::Start() {
+  auto log = core::Logger("server");
+  State& s = *state_;
+
+  storage::CollectionOptions options;
+  options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);
+  options.wal.on_sync = [&s](double seconds) { s.metrics.ObserveWalFsync(seconds); };
+  auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
+  if (!catalog.ok()) return catalog.status();
+  s.catalog = *std::move(catalog);
+
+  const int threads = config_.EffectiveCpuThreads();
+  s.cpu = std::make_unique<core::TbbExecutor>(threads);
+  s.admin = std::make_unique<core::ThreadExecutor>(2);
+  s.service = std::make_unique<ShoalService>(
+      s.catalog.get(), s.cpu.get(), s.admin.get(), &s.metrics,
+      ShoalService::Options{config_.api_key, config_.max_inflight_searches});
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.grpc_addr, grpc::InsecureServerCredentials(), &s.grpc_port);
+  builder.SetMaxReceiveMessageSize(int(config_.max_message_bytes));
+  builder.SetMaxSendMessageSize(int(config_.max_message_bytes));
+  builder.RegisterService(s.service.get());
+  s.grpc_server = builder.BuildAndStart();
+  if (!s.grpc_server || s.grpc_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("server.grpc_addr: cannot listen on ", config_.grpc_addr));
+  }
+  auto* health = s.grpc_server->GetHealthCheckService();
+  s.service->SetHealthService(health);
+  for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
+
+  s.http = std::make_unique<HttpServer>(HttpServer::Handlers{
+      [&s] {
+        std::vector<CollectionSample> collections;
+        for (const auto& c : s.catalog->List()) {
+          const auto stats = c->Stats();
+          collections.push_back({c->name(), double(stats.num_vectors), double(stats.disk_bytes)});
+        }
+        ArenaSample arena{double(s.cpu->concurrency()), double(s.cpu->busy_micros()) / 1e6,
+                          double(s.cpu->outstanding())};
+        return s.metrics.Render(collections, arena);
+      },
+      [&s] { return s.ready.load(); }});
+  auto http_port = s.http->Start(config_.http_addr);
+  if (!http_port.ok()) return http_port.status();
+  s.http_port = *http_port;
+
+  if (config_.demo) {
+    s.admin->Submit([this, &s] {
+      absl::Status loaded = LoadDemoCollection(
+          s.catalog.get(), config_.demo_file,
+          [&s](bool serving) { s.service->SetCollectionServing(kDemoCollection, serving); },
+          s.stopping);
+      if (!loaded.ok()) core::Logger("demo")->error("{}", loaded.ToString());
+    });
+  }
+
+  health->SetServingStatus(true);
+  s.ready.store(true);
+  log->info("shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
+            "{} kernels",
+            s.grpc_port, s.http_port, config_.data_dir, threads,
+            core::SimdLevelName(core::ActiveSimdLevel()));
+  return absl::OkStatus();
+}
+
+void Server::Shutdown() {
+  State& s = *state_;
+  if (s.stopping.exchange(true)) return;
+  auto log = core::Logger("server");
+  s.ready.store(false);
+  if (s.grpc_server) {
+    log->info("shutting down: draining in-flight requests (up to {}s)",
+              config_.shutdown_grace_seconds);
+    s.service->StopAdmitting();
+    s.grpc_server->GetHealthCheckService()->SetServingStatus(false);
+    s.grpc_server->Shutdown(std::chrono::system_clock::now() +
+                            std::chrono::seconds(config_.shutdown_grace_seconds));
+    s.grpc_server->Wait();
+  }
+  if (s.cpu) s.cpu->WaitIdle();
+  s.admin.reset();  // finishes the demo loader (it watches `stopping`)
+  if (s.catalog) {
+    absl::Status closed = s.catalog->Close();
+    if (!closed.ok()) log->error("closing collections: {}", closed.ToString());
+  }
+  if (s.http) s.http->Stop();
+  log->info("shutdown complete");
+}
+
+int Server::grpc_port() const { return state_->grpc_port; }
+int Server::http_port() const { return state_->http_port; }
+
+}  // namespace shoal::server

@@ -1,0 +1,37 @@
+// Server: shoald assembled — catalog, CPU arena, admin executor, gRPC service (with health and
+// reflection), HTTP endpoint, demo loader — with the start-up and graceful-shutdown order in
+// one place.
+//
+// Shutdown (SIGTERM): stop admitting (new RPCs get UNAVAILABLE, health NOT_SERVING), let
+// in-flight RPCs finish for the grace period then cancel the rest, wait for the arena to go
+// idle, close the catalog (drains and fsyncs every WAL), stop HTTP.
+//
+// Thread-safety: Start() and Shutdown() from one thread; accessors from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "server/config.h"
+
+namespace shoal::server {
+
+class Server {
+ public:
+  explicit Server(Config config);
+  ~Server();
+
+  absl::Status Start();
+  void Shutdown();
+
+  int grpc_port() const;
+  int http_port() const;
+
+ private:
+  struct State;
+  const Config config_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace shoal::server

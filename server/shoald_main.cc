@@ -1,0 +1,61 @@
+// shoald: the Shoal server. See `shoald --help` and `shoald --print-config`.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/logging.h"
+#include "server/blas_env.h"
+#include "server/config.h"
+#include "server/server.h"
+#include "storage/io/file_system.h"
+
+int main(int argc, char** argv) {
+  shoal::server::EnsureBlasEnvironment(argv);
+
+  auto loaded = shoal::server::LoadConfig(argc, argv);
+  if (!loaded.ok()) {
+    std::cerr << "shoald: " << loaded.status().message() << "\n";
+    return 2;
+  }
+  const shoal::server::Config& config = loaded->config;
+  if (loaded->print_config) {
+    std::cout << shoal::server::PrintConfig(config);
+    return 0;
+  }
+  if (auto s = shoal::core::SetLogLevel(config.log_level); !s.ok()) {
+    std::cerr << "shoald: " << s.message() << "\n";
+    return 2;
+  }
+
+  // Signals are taken synchronously by this thread; every other thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto log = shoal::core::Logger("server");
+  shoal::server::Server server(config);
+  if (absl::Status s = server.Start(); !s.ok()) {
+    log->error("cannot start: {}", s.ToString());
+    return 1;
+  }
+  if (!config.ready_file.empty()) {
+    const std::string json = absl::StrCat("{\"grpc_port\": ", server.grpc_port(),
+                                          ", \"http_port\": ", server.http_port(), "}\n");
+    if (auto s = shoal::storage::WriteFileAtomically(shoal::storage::DefaultFileSystem(),
+                                                     config.ready_file, json);
+        !s.ok()) {
+      log->error("writing ready file: {}", s.ToString());
+    }
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log->info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.Shutdown();
+  return 0;
+}

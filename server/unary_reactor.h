@@ -1,0 +1,48 @@
+// UnaryReactor: the reactor every unary handler returns. It records the RPC's latency and
+// status code in Metrics when finished, forwards client cancellation to the request's
+// CancelToken, and deletes itself when gRPC is done with it.
+//
+// Thread-safety: FinishWith() is called exactly once, from any thread; OnCancel() may run
+// concurrently with it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "core/base/cancel.h"
+#include "server/convert.h"
+#include "server/metrics.h"
+
+namespace shoal::server {
+
+class UnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryReactor(Metrics* metrics, const char* method)
+      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {}
+
+  // The token cancelled when the client goes away. Set before the work starts.
+  void set_cancel_token(std::shared_ptr<core::CancelToken> token) { token_ = std::move(token); }
+
+  void FinishWith(const absl::Status& status) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    metrics_->ObserveRpc(method_, int(status.code()), seconds);
+    Finish(ToGrpc(status));
+  }
+
+  void OnCancel() override {
+    if (token_) token_->Cancel();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Metrics* const metrics_;
+  const char* const method_;
+  const std::chrono::steady_clock::time_point start_;
+  std::shared_ptr<core::CancelToken> token_;
+};
+
+}  // namespace shoal::server
