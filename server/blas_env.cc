@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 
 namespace shoal::server {
@@ -20,7 +21,14 @@ void EnsureBlasEnvironment(char** argv) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) set_default("OPENBLAS_CORETYPE", "SkylakeX");
   setenv("SHOAL_BLAS_ENV_SET", "1", 1);
-  if (changed) execv("/proc/self/exe", argv);
+  if (!changed) return;
+  // Exec the resolved path, not /proc/self/exe, so the process keeps its name ("shoald") in
+  // ps, top and pkill.
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  execv(self, argv);
 }
 
 }  // namespace shoal::server

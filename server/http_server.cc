@@ -31,6 +31,11 @@ absl::StatusOr<int> HttpServer::Start(const std::string& addr) {
   auto host_port = SplitHostPort(addr, "server.http_addr");
   if (!host_port.ok()) return host_port.status();
   server_ = std::make_unique<httplib::Server>();
+  // httplib's default sets SO_REUSEPORT; like the gRPC port, a taken port must be an error.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(handlers_.metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -62,6 +62,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Search requests admitted and not yet answered")
                           .Register(*registry_)
                           .Add({});
+  rpc_inflight_ = &prometheus::BuildGauge()
+                       .Name("shoal_rpc_inflight")
+                       .Help("gRPC requests received and not yet completed")
+                       .Register(*registry_)
+                       .Add({});
   arena_threads_ = &prometheus::BuildGauge()
                         .Name("shoal_cpu_arena_threads")
                         .Help("Threads in the CPU reservation (cpu.threads)")

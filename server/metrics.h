@@ -6,6 +6,7 @@
 //   shoal_collection_vectors{collection}       gauge, refreshed at scrape time
 //   shoal_collection_disk_bytes{collection}    gauge, refreshed at scrape time
 //   shoal_search_inflight                      gauge
+//   shoal_rpc_inflight                         gauge (every RPC from arrival to OnDone)
 //   shoal_cpu_arena_threads, shoal_cpu_arena_busy_seconds_total, shoal_cpu_arena_queued_tasks
 //   shoal_simd_level{level}, shoal_build_info{version}
 //
@@ -13,6 +14,7 @@
 // are added under the family's own lock).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +48,17 @@ class Metrics {
   void ObserveWalFsync(double seconds) { wal_fsync_->Observe(seconds); }
   prometheus::Gauge& search_inflight() { return *search_inflight_; }
 
+  // Brackets every RPC, so shutdown can wait for the in-flight ones to finish.
+  void RpcStarted() {
+    rpc_inflight_count_.fetch_add(1);
+    rpc_inflight_->Increment();
+  }
+  void RpcDone() {
+    rpc_inflight_count_.fetch_sub(1);
+    rpc_inflight_->Decrement();
+  }
+  int64_t rpcs_in_flight() const { return rpc_inflight_count_.load(); }
+
   // Renders the text exposition format after refreshing the sampled gauges.
   std::string Render(const std::vector<CollectionSample>& collections, const ArenaSample& arena);
 
@@ -57,6 +70,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* disk_bytes_;
   prometheus::Histogram* wal_fsync_;
   prometheus::Gauge* search_inflight_;
+  prometheus::Gauge* rpc_inflight_;
+  std::atomic<int64_t> rpc_inflight_count_{0};
   prometheus::Gauge* arena_threads_;
   prometheus::Gauge* arena_queued_;
   prometheus::Counter* arena_busy_;

@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
 #include "core/exec/tbb_executor.h"
@@ -57,6 +59,9 @@ absl::Status Server::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config_.grpc_addr, grpc::InsecureServerCredentials(), &s.grpc_port);
+  // gRPC sets SO_REUSEPORT by default: a second shoald would silently share the port and
+  // half the requests would reach the wrong data directory. Refuse a taken port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(int(config_.max_message_bytes));
   builder.SetMaxSendMessageSize(int(config_.max_message_bytes));
   builder.RegisterService(s.service.get());
@@ -114,12 +119,24 @@ void Server::Shutdown() {
               config_.shutdown_grace_seconds);
     s.service->StopAdmitting();
     s.grpc_server->GetHealthCheckService()->SetServingStatus(false);
-    s.grpc_server->Shutdown(std::chrono::system_clock::now() +
-                            std::chrono::seconds(config_.shutdown_grace_seconds));
+    // Wait for our own in-flight count rather than gRPC's graceful GOAWAY, which also waits
+    // several seconds for idle client connections to go away.
+    const auto grace = std::chrono::steady_clock::now() +
+                       std::chrono::seconds(config_.shutdown_grace_seconds);
+    while (s.metrics.rpcs_in_flight() > 0 && std::chrono::steady_clock::now() < grace) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (s.metrics.rpcs_in_flight() > 0) {
+      log->warn("cancelling {} request(s) still running after the grace period",
+                s.metrics.rpcs_in_flight());
+    }
+    s.grpc_server->Shutdown(std::chrono::system_clock::now());
     s.grpc_server->Wait();
+    log->debug("gRPC server stopped");
   }
   if (s.cpu) s.cpu->WaitIdle();
   s.admin.reset();  // finishes the demo loader (it watches `stopping`)
+  log->debug("executors idle");
   if (s.catalog) {
     absl::Status closed = s.catalog->Close();
     if (!closed.ok()) log->error("closing collections: {}", closed.ToString());

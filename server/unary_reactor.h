@@ -21,7 +21,9 @@ namespace shoal::server {
 class UnaryReactor final : public grpc::ServerUnaryReactor {
  public:
   UnaryReactor(Metrics* metrics, const char* method)
-      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {}
+      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {
+    metrics_->RpcStarted();
+  }
 
   // The token cancelled when the client goes away. Set before the work starts.
   void set_cancel_token(std::shared_ptr<core::CancelToken> token) { token_ = std::move(token); }
@@ -36,7 +38,10 @@ class UnaryReactor final : public grpc::ServerUnaryReactor {
   void OnCancel() override {
     if (token_) token_->Cancel();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    metrics_->RpcDone();
+    delete this;
+  }
 
  private:
   Metrics* const metrics_;

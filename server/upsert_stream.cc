@@ -23,6 +23,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   UpsertStreamReactor(ShoalService* service, grpc::CallbackServerContext* ctx,
                       v1::UpsertResponse* resp)
       : service_(service), resp_(resp), start_(std::chrono::steady_clock::now()) {
+    service_->metrics()->RpcStarted();
     absl::Status admitted = service_->Admit(ctx);
     std::lock_guard<std::mutex> lock(mu_);
     if (!admitted.ok()) {
@@ -53,7 +54,10 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
     if (outstanding_ < kMaxOutstanding) ReadNextLocked();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_->metrics()->RpcDone();
+    delete this;
+  }
 
  private:
   // Validates request_ and binds the stream to its collection on the first message.

@@ -1,0 +1,350 @@
+// Integration tests: the real shoald binary on loopback, driven through shoal::Client.
+#include <httplib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <thread>
+
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/temp_dir.h"
+#include "tests/integration/shoald_process.h"
+
+namespace shoal {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ShoaldProcess;
+
+std::vector<Point> Grid(uint64_t first, uint64_t n, uint32_t dim) {
+  std::vector<Point> points;
+  for (uint64_t i = first; i < first + n; ++i) {
+    Point p;
+    p.id = i;
+    for (uint32_t j = 0; j < dim; ++j) p.vector.push_back(float((i * 31 + j * 7) % 97));
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+void ExpectError(const absl::Status& s, absl::StatusCode code, const std::string& text) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(text));
+}
+
+std::pair<int, std::string> HttpGet(int port, const std::string& path) {
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get(path.c_str());
+  if (!res) return {0, ""};
+  return {res->status, res->body};
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = ShoaldProcess::Start(dir_.Sub("data"), {"--cpu-threads", "2"});
+    ASSERT_NE(server_, nullptr);
+    client_ = std::make_unique<Client>(server_->addr());
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<ShoaldProcess> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ServerTest, EveryRpcRoundTrips) {
+  ASSERT_TRUE(client_->CreateCollection({"docs", 4, Metric::kL2, {IndexType::kFlat}}).ok());
+  auto list = client_->ListCollections();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "docs");
+
+  std::vector<Point> points = {{1, {0, 0, 0, 0}, {{"tag", std::string("origin")}}},
+                               {2, {1, 0, 0, 0}, {{"n", int64_t(2)}, {"ok", true}}},
+                               {3, {5, 5, 5, 5}, {{"w", 0.25}}}};
+  EXPECT_EQ(*client_->Upsert("docs", points), 3u);
+
+  auto info = client_->DescribeCollection("docs");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->dim, 4u);
+  EXPECT_EQ(info->num_vectors, 3u);
+  EXPECT_EQ(info->num_indexed, 0u);
+  EXPECT_EQ(info->index_state, "none");
+  EXPECT_GT(info->disk_bytes, 0u);
+
+  auto got = client_->Get("docs", {3, 99, 1}, true);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].id, 3u);
+  EXPECT_EQ((*got)[0].vector, std::vector<float>({5, 5, 5, 5}));
+  EXPECT_EQ(std::get<double>((*got)[0].attributes.at("w")), 0.25);
+
+  SearchOptions options{.k = 2, .include_vectors = true, .include_attributes = true};
+  auto result = client_->Search("docs", {0.9f, 0, 0, 0}, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->hits.size(), 2u);
+  EXPECT_EQ(result->hits[0].id, 2u);
+  EXPECT_NEAR(result->hits[0].distance, 0.01f, 1e-5);
+  EXPECT_EQ(result->hits[1].id, 1u);
+  EXPECT_EQ(result->hits[0].vector, std::vector<float>({1, 0, 0, 0}));
+  EXPECT_EQ(std::get<bool>(result->hits[0].attributes.at("ok")), true);
+  EXPECT_EQ(std::get<std::string>(result->hits[1].attributes.at("tag")), "origin");
+  EXPECT_EQ(result->stats.vectors_scanned, 3u);
+
+  auto batch = client_->SearchBatch("docs", {{0, 0, 0, 0}, {5, 5, 5, 5}}, {.k = 1});
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->size(), 2u);
+  EXPECT_EQ((*batch)[0].hits[0].id, 1u);
+  EXPECT_EQ((*batch)[1].hits[0].id, 3u);
+
+  EXPECT_EQ(*client_->Delete("docs", {2, 777}), 1u);
+  result = client_->Search("docs", {0.9f, 0, 0, 0}, {.k = 1});
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->hits[0].id, 1u);  // read-after-write of the delete
+
+  auto built = client_->BuildIndex("docs");
+  ASSERT_TRUE(built.ok());
+  EXPECT_THAT(*built, HasSubstr("INDEX_FLAT"));
+  auto flushed = client_->Flush("docs");
+  ASSERT_TRUE(flushed.ok());
+  EXPECT_THAT(*flushed, HasSubstr("durable"));
+
+  ASSERT_TRUE(client_->DropCollection("docs").ok());
+  EXPECT_TRUE(client_->ListCollections()->empty());
+}
+
+TEST_F(ServerTest, IvfCollectionsSayTheyAreSearchedExactly) {
+  ASSERT_TRUE(client_->CreateCollection({"ivf", 8, Metric::kL2, {IndexType::kIvfFlat, 16}}).ok());
+  auto built = client_->BuildIndex("ivf");
+  ASSERT_TRUE(built.ok());
+  EXPECT_THAT(*built, HasSubstr("searched exactly"));
+}
+
+TEST_F(ServerTest, InnerProductAndCosineOrderBySimilarity) {
+  ASSERT_TRUE(client_->CreateCollection({"ip", 2, Metric::kInnerProduct}).ok());
+  ASSERT_TRUE(client_->CreateCollection({"cos", 2, Metric::kCosine}).ok());
+  std::vector<Point> points = {{1, {1, 0}, {}}, {2, {10, 1}, {}}, {3, {0, 1}, {}}};
+  ASSERT_TRUE(client_->Upsert("ip", points).ok());
+  ASSERT_TRUE(client_->Upsert("cos", points).ok());
+  auto ip = client_->Search("ip", {1, 0}, {.k = 3});
+  ASSERT_TRUE(ip.ok());
+  EXPECT_EQ(ip->hits[0].id, 2u);  // largest dot product
+  EXPECT_FLOAT_EQ(ip->hits[0].distance, 10.0f);
+  auto cos = client_->Search("cos", {2, 0}, {.k = 3});
+  ASSERT_TRUE(cos.ok());
+  EXPECT_EQ(cos->hits[0].id, 1u);  // same direction
+  EXPECT_NEAR(cos->hits[0].distance, 1.0f, 1e-6);
+  EXPECT_GE(cos->hits[1].distance, cos->hits[2].distance);
+}
+
+TEST_F(ServerTest, EveryValidationErrorNamesItsField) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(client_->CreateCollection({"v", 3, Metric::kL2}).ok());
+  ExpectError(client_->CreateCollection({"v", 3, Metric::kL2}), absl::StatusCode::kAlreadyExists,
+              "already exists");
+  ExpectError(client_->CreateCollection({"bad name!", 3, Metric::kL2}),
+              absl::StatusCode::kInvalidArgument, "name");
+  ExpectError(client_->CreateCollection({std::string(65, 'a'), 3, Metric::kL2}),
+              absl::StatusCode::kInvalidArgument, "name");
+  ExpectError(client_->CreateCollection({"d0", 0, Metric::kL2}),
+              absl::StatusCode::kInvalidArgument, "dim");
+  ExpectError(client_->CreateCollection({"dbig", 65537, Metric::kL2}),
+              absl::StatusCode::kInvalidArgument, "dim");
+  ExpectError(client_->Search("nope", {1, 2, 3}).status(), absl::StatusCode::kNotFound, "nope");
+  ExpectError(client_->Upsert("nope", Grid(0, 1, 3)).status(), absl::StatusCode::kNotFound,
+              "nope");
+  ExpectError(client_->DescribeCollection("nope").status(), absl::StatusCode::kNotFound, "nope");
+  ExpectError(client_->DropCollection("nope"), absl::StatusCode::kNotFound, "nope");
+  ExpectError(client_->Upsert("v", Grid(0, 1, 4)).status(), absl::StatusCode::kInvalidArgument,
+              "points[0].vector");
+  ExpectError(client_->Upsert("v", {{1, {1, nan, 1}, {}}}).status(),
+              absl::StatusCode::kInvalidArgument, "points[0].vector[1]");
+  ExpectError(client_->Upsert("v", {}).status(), absl::StatusCode::kInvalidArgument, "points");
+  ExpectError(client_->Search("v", {1, 2}).status(), absl::StatusCode::kInvalidArgument,
+              "queries[0].values");
+  ExpectError(client_->Search("v", {1, inf, 2}).status(), absl::StatusCode::kInvalidArgument,
+              "queries[0].values[1]");
+  ExpectError(client_->Search("v", {1, 2, 3}, {.k = 0}).status(),
+              absl::StatusCode::kInvalidArgument, "k");
+  ExpectError(client_->Search("v", {1, 2, 3}, {.k = 10001}).status(),
+              absl::StatusCode::kInvalidArgument, "k");
+  ExpectError(client_->SearchBatch("v", {}).status(), absl::StatusCode::kInvalidArgument,
+              "queries");
+  ExpectError(client_->Delete("v", {}).status(), absl::StatusCode::kInvalidArgument, "ids");
+  ExpectError(client_->Search("bad/name", {1, 2, 3}).status(), absl::StatusCode::kInvalidArgument,
+              "collection");
+  // The server survived all of it and still answers.
+  EXPECT_TRUE(client_->Search("v", {1, 2, 3}).ok());
+}
+
+TEST_F(ServerTest, UpsertStreamLoadsInBulkAndRejectsABadMessage) {
+  ASSERT_TRUE(client_->CreateCollection({"bulk", 16, Metric::kL2}).ok());
+  auto writer = client_->OpenUpsertStream("bulk");
+  ASSERT_TRUE(writer.ok());
+  for (uint64_t b = 0; b < 20; ++b) ASSERT_TRUE((*writer)->Write(Grid(b * 500, 500, 16)).ok());
+  auto n = (*writer)->Finish();
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 10000u);
+  EXPECT_EQ(client_->DescribeCollection("bulk")->num_vectors, 10000u);
+
+  auto bad = client_->OpenUpsertStream("bulk");
+  ASSERT_TRUE(bad.ok());
+  (void)(*bad)->Write(Grid(0, 10, 16));
+  (void)(*bad)->Write(Grid(10, 10, 15));
+  auto failed = (*bad)->Finish();
+  ExpectError(failed.status(), absl::StatusCode::kInvalidArgument, "message 1");
+}
+
+TEST_F(ServerTest, DeadlinesAreHonoured) {
+  ASSERT_TRUE(client_->CreateCollection({"slow", 64, Metric::kL2}).ok());
+  auto writer = client_->OpenUpsertStream("slow");
+  for (uint64_t b = 0; b < 20; ++b) ASSERT_TRUE((*writer)->Write(Grid(b * 2000, 2000, 64)).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  std::vector<std::vector<float>> queries(2000, std::vector<float>(64, 1.0f));
+  Client impatient(server_->addr(), {.timeout = std::chrono::milliseconds(5)});
+  auto r = impatient.SearchBatch("slow", queries, {.k = 10});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_TRUE(client_->Search("slow", queries[0]).ok());  // and the server moved on
+}
+
+TEST_F(ServerTest, HealthReportsServerAndCollections) {
+  EXPECT_EQ(*client_->Health(), HealthStatus::kServing);
+  EXPECT_EQ(*client_->Health("missing"), HealthStatus::kServiceUnknown);
+  ASSERT_TRUE(client_->CreateCollection({"h", 2, Metric::kL2}).ok());
+  EXPECT_EQ(*client_->Health("h"), HealthStatus::kServing);
+  ASSERT_TRUE(client_->DropCollection("h").ok());
+  EXPECT_EQ(*client_->Health("h"), HealthStatus::kNotServing);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").first, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/readyz").first, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/nope").first, 404);
+}
+
+TEST_F(ServerTest, MetricsAreValidPrometheusText) {
+  ASSERT_TRUE(client_->CreateCollection({"m", 2, Metric::kL2}).ok());
+  ASSERT_TRUE(client_->Upsert("m", Grid(0, 10, 2)).ok());
+  ASSERT_TRUE(client_->Search("m", {1, 1}).ok());
+  (void)client_->Search("m", {1});
+  auto [status, body] = HttpGet(server_->http_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(body, HasSubstr("shoal_rpc_requests_total{code=\"OK\",method=\"Search\"} 1"));
+  EXPECT_THAT(body, HasSubstr("shoal_rpc_requests_total{code=\"INVALID_ARGUMENT\",method=\"Search\"} 1"));
+  EXPECT_THAT(body, HasSubstr("shoal_rpc_latency_seconds_bucket{method=\"Upsert\""));
+  EXPECT_THAT(body, HasSubstr("shoal_collection_vectors{collection=\"m\"} 10"));
+  EXPECT_THAT(body, HasSubstr("shoal_wal_fsync_seconds_count"));
+  EXPECT_THAT(body, HasSubstr("shoal_cpu_arena_threads 2"));
+
+  testing::TempDir tmp;
+  const std::string file = tmp.Sub("metrics.txt");
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  std::fwrite(body.data(), 1, body.size(), f);
+  std::fclose(f);
+  const int rc = std::system(("promtool check metrics < " + file + " > " + file + ".out 2>&1").c_str());
+  EXPECT_EQ(rc, 0) << "promtool (from Debian's prometheus package) rejected /metrics:\n"
+                   << testing::ReadWholeFile(file + ".out");
+}
+
+TEST(ServerRestart, DataSurvivesAGracefulRestart) {
+  testing::TempDir dir;
+  {
+    auto server = ShoaldProcess::Start(dir.Sub("data"));
+    ASSERT_NE(server, nullptr);
+    Client client(server->addr());
+    ASSERT_TRUE(client.CreateCollection({"p", 8, Metric::kCosine}).ok());
+    ASSERT_TRUE(client.Upsert("p", Grid(0, 100, 8)).ok());
+    ASSERT_TRUE(client.Delete("p", {5}).ok());
+    EXPECT_EQ(server->Terminate(), 0);
+    EXPECT_THAT(server->log(), HasSubstr("shutdown complete"));
+  }
+  auto server = ShoaldProcess::Start(dir.Sub("data"));
+  ASSERT_NE(server, nullptr);
+  Client client(server->addr());
+  auto info = client.DescribeCollection("p");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->num_vectors, 99u);
+  EXPECT_EQ(info->metric, Metric::kCosine);
+  EXPECT_TRUE(client.Get("p", {5})->empty());
+  EXPECT_EQ(*client.Health("p"), HealthStatus::kServing);
+}
+
+// kill -9 right after acknowledgements: every acknowledged point is there after restart.
+TEST(ServerRestart, Kill9AfterAcknowledgedUpsertsLosesNothing) {
+  testing::TempDir dir;
+  std::vector<uint64_t> acked;
+  {
+    auto server = ShoaldProcess::Start(dir.Sub("data"));
+    ASSERT_NE(server, nullptr);
+    Client client(server->addr());
+    ASSERT_TRUE(client.CreateCollection({"k", 32, Metric::kL2}).ok());
+    std::mutex mu;
+    std::vector<std::thread> writers;
+    for (int t = 0; t < 4; ++t) {
+      writers.emplace_back([&, t] {
+        for (uint64_t b = 0; b < 25; ++b) {
+          const uint64_t first = (uint64_t(t) * 25 + b) * 40;
+          if (client.Upsert("k", Grid(first, 40, 32)).ok()) {
+            std::lock_guard<std::mutex> lock(mu);
+            for (uint64_t i = first; i < first + 40; ++i) acked.push_back(i);
+          }
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+    server->Kill9();
+  }
+  ASSERT_EQ(acked.size(), 4000u);
+  auto server = ShoaldProcess::Start(dir.Sub("data"));
+  ASSERT_NE(server, nullptr);
+  Client client(server->addr());
+  EXPECT_EQ(client.DescribeCollection("k")->num_vectors, 4000u);
+  auto got = client.Get("k", acked);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), acked.size());
+}
+
+TEST(ServerAuth, ApiKeyIsRequiredWhenConfigured) {
+  testing::TempDir dir;
+  auto server = ShoaldProcess::Start(dir.Sub("data"), {"--api-key", "s3cret"});
+  ASSERT_NE(server, nullptr);
+  Client anonymous(server->addr());
+  EXPECT_EQ(anonymous.ListCollections().status().code(), absl::StatusCode::kUnauthenticated);
+  Client wrong(server->addr(), {.api_key = "guess"});
+  EXPECT_EQ(wrong.ListCollections().status().code(), absl::StatusCode::kUnauthenticated);
+  Client good(server->addr(), {.api_key = "s3cret"});
+  EXPECT_TRUE(good.ListCollections().ok());
+}
+
+TEST(ServerAdmission, SearchesPastTheBoundAreRejectedNotQueued) {
+  testing::TempDir dir;
+  auto server = ShoaldProcess::Start(
+      dir.Sub("data"), {"--max-inflight-searches", "1", "--cpu-threads", "1"});
+  ASSERT_NE(server, nullptr);
+  Client client(server->addr());
+  ASSERT_TRUE(client.CreateCollection({"a", 64, Metric::kL2}).ok());
+  auto writer = client.OpenUpsertStream("a");
+  for (uint64_t b = 0; b < 10; ++b) ASSERT_TRUE((*writer)->Write(Grid(b * 2000, 2000, 64)).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  std::vector<std::vector<float>> queries(300, std::vector<float>(64, 2.0f));
+  std::atomic<int> ok{0}, exhausted{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto r = client.SearchBatch("a", queries, {.k = 5});
+      if (r.ok()) {
+        ok++;
+      } else if (r.status().code() == absl::StatusCode::kResourceExhausted) {
+        exhausted++;
+      } else {
+        other++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GE(ok.load(), 1);
+  EXPECT_GE(exhausted.load(), 1);
+  EXPECT_EQ(other.load(), 0);
+}
+
+}  // namespace
+}  // namespace shoal

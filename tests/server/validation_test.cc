@@ -1,0 +1,113 @@
+#include "server/validation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shoal::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+void ExpectInvalid(const absl::Status& s, const std::string& field) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(field));
+}
+
+v1::CreateCollectionRequest Create(const std::string& name, uint32_t dim) {
+  v1::CreateCollectionRequest req;
+  req.set_name(name);
+  req.set_dim(dim);
+  req.set_metric(v1::METRIC_L2);
+  return req;
+}
+
+TEST(Validation, CollectionNames) {
+  EXPECT_TRUE(ValidateCollectionName("a-B_9", "name").ok());
+  EXPECT_TRUE(ValidateCollectionName(std::string(64, 'x'), "name").ok());
+  ExpectInvalid(ValidateCollectionName("", "name"), "name");
+  ExpectInvalid(ValidateCollectionName(std::string(65, 'x'), "name"), "name");
+  for (const char* bad : {"a b", "a/b", "..", "é", "a.b", "a\nb"}) {
+    ExpectInvalid(ValidateCollectionName(bad, "collection"), "collection");
+  }
+}
+
+TEST(Validation, CreateChecksDimMetricAndIndex) {
+  EXPECT_TRUE(ValidateCreate(Create("c", 4)).ok());
+  ExpectInvalid(ValidateCreate(Create("c", 0)), "dim");
+  ExpectInvalid(ValidateCreate(Create("c", 65537)), "dim");
+  EXPECT_TRUE(ValidateCreate(Create("c", 65536)).ok());
+  auto no_metric = Create("c", 4);
+  no_metric.set_metric(v1::METRIC_UNSPECIFIED);
+  ExpectInvalid(ValidateCreate(no_metric), "metric");
+  auto pq = Create("c", 8);
+  pq.mutable_index()->set_type(v1::INDEX_IVF_PQ);
+  pq.mutable_index()->set_pq_m(3);
+  ExpectInvalid(ValidateCreate(pq), "index.pq_m");
+  pq.mutable_index()->set_pq_m(4);
+  EXPECT_TRUE(ValidateCreate(pq).ok());
+  auto flat_pq = Create("c", 8);
+  flat_pq.mutable_index()->set_pq_m(4);
+  ExpectInvalid(ValidateCreate(flat_pq), "index.pq_m");
+  auto nlist = Create("c", 8);
+  nlist.mutable_index()->set_nlist(1 << 20);
+  ExpectInvalid(ValidateCreate(nlist), "index.nlist");
+  ExpectInvalid(ValidateCreate(Create("bad name", 4)), "name");
+}
+
+TEST(Validation, UpsertChecksEveryVectorAndAttribute) {
+  v1::UpsertRequest req;
+  ExpectInvalid(ValidateUpsert(req, 2), "points");
+  auto* p = req.add_points();
+  p->add_vector(1);
+  p->add_vector(2);
+  EXPECT_TRUE(ValidateUpsert(req, 2).ok());
+  ExpectInvalid(ValidateUpsert(req, 3), "points[0].vector");
+  auto* q = req.add_points();
+  q->add_vector(1);
+  q->add_vector(std::numeric_limits<float>::quiet_NaN());
+  ExpectInvalid(ValidateUpsert(req, 2), "points[1].vector[1]");
+  q->set_vector(1, std::numeric_limits<float>::infinity());
+  ExpectInvalid(ValidateUpsert(req, 2), "not a finite number");
+  q->set_vector(1, 0);
+  (*q->mutable_attributes())["k"];  // value without a kind
+  ExpectInvalid(ValidateUpsert(req, 2), "points[1].attributes[k]");
+  (*q->mutable_attributes())["k"].set_int_value(1);
+  EXPECT_TRUE(ValidateUpsert(req, 2).ok());
+  (*q->mutable_attributes())[""].set_int_value(1);
+  ExpectInvalid(ValidateUpsert(req, 2), "attributes");
+}
+
+TEST(Validation, SearchChecksKQueriesAndValues) {
+  v1::SearchRequest req;
+  req.set_k(10);
+  ExpectInvalid(ValidateSearch(req, 2), "queries");
+  auto* q = req.add_queries();
+  q->add_values(1);
+  q->add_values(2);
+  EXPECT_TRUE(ValidateSearch(req, 2).ok());
+  ExpectInvalid(ValidateSearch(req, 3), "queries[0].values");
+  req.set_k(0);
+  ExpectInvalid(ValidateSearch(req, 2), "k");
+  req.set_k(10001);
+  ExpectInvalid(ValidateSearch(req, 2), "k");
+  req.set_k(10000);
+  EXPECT_TRUE(ValidateSearch(req, 2).ok());
+  q->set_values(0, -std::numeric_limits<float>::infinity());
+  ExpectInvalid(ValidateSearch(req, 2), "queries[0].values[0]");
+  q->set_values(0, 0);
+  req.set_nprobe(1 << 20);
+  ExpectInvalid(ValidateSearch(req, 2), "nprobe");
+}
+
+TEST(Validation, Ids) {
+  google::protobuf::RepeatedField<uint64_t> ids;
+  ExpectInvalid(ValidateIds(ids), "ids");
+  ids.Add(1);
+  EXPECT_TRUE(ValidateIds(ids).ok());
+}
+
+}  // namespace
+}  // namespace shoal::server
