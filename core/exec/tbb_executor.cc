@@ -5,27 +5,11 @@
 #include <chrono>
 
 #include "oneapi/tbb/task_arena.h"
-#include "oneapi/tbb/task_scheduler_observer.h"
 
 namespace shoal::core {
-namespace {
-
-// Pins OpenMP to one thread on every thread that joins the arena.
-class SingleThreadedOpenMp final : public tbb::task_scheduler_observer {
- public:
-  explicit SingleThreadedOpenMp(tbb::task_arena& arena) : tbb::task_scheduler_observer(arena) {
-    observe(true);
-  }
-  ~SingleThreadedOpenMp() override { observe(false); }
-  void on_scheduler_entry(bool) override { omp_set_num_threads(1); }
-};
-
-}  // namespace
-
 struct TbbExecutor::Impl {
-  explicit Impl(int threads) : arena(threads, /*reserved_for_masters=*/0), observer(arena) {}
+  explicit Impl(int threads) : arena(threads, /*reserved_for_masters=*/0) {}
   tbb::task_arena arena;
-  SingleThreadedOpenMp observer;
 };
 
 TbbExecutor::TbbExecutor(int threads)
@@ -41,6 +25,9 @@ void TbbExecutor::Submit(Task task) {
   auto shared = std::make_shared<Task>(std::move(task));
   impl_->arena.enqueue([this, shared] {
     running_.fetch_add(1, std::memory_order_relaxed);
+    // FAISS code inside a task must not fan out to OpenMP threads behind the arena's back
+    // (I-2). The setting is a thread-local store, cheap enough to repeat per task.
+    omp_set_num_threads(1);
     const auto start = std::chrono::steady_clock::now();
     std::move (*shared)();
     *shared = nullptr;  // release what the task captured before reporting idle

@@ -1,8 +1,8 @@
 // TbbExecutor: an Executor over a oneTBB task_arena with a fixed number of slots.
 //
-// The arena's concurrency is the CPU reservation (config `cpu.threads`). Every thread that
-// enters the arena is switched to single-threaded OpenMP so FAISS cannot start a thread pool
-// behind the reservation's back (I-2). The destructor waits, outside the arena, for every
+// The arena's concurrency is the CPU reservation (config `cpu.threads`). Every task runs with
+// single-threaded OpenMP so FAISS cannot start a thread pool behind the reservation's back
+// (I-2). The destructor waits, outside the arena, for every
 // submitted task to finish.
 //
 // Thread-safety: all methods are thread-safe.

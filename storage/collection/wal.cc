@@ -77,12 +77,14 @@ void Wal::Run() {
         file_bytes_.fetch_add(buffer.size());
       } else {
         log->error("WAL write failed, collection is now read-only: {}", status.ToString());
+        // Sticky before any callback runs: a writer that hears of this failure and retries
+        // at once must be refused too.
+        std::lock_guard<std::mutex> failed_lock(mu_);
+        if (failed_.ok()) failed_ = status;
       }
     }
     for (Pending& p : batch) std::move(p.done)(status);
-
     lock.lock();
-    if (!status.ok() && failed_.ok()) failed_ = status;
   }
 }
 

@@ -31,7 +31,7 @@ absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
     return absl::DataLossError("manifest: checksum mismatch");
   }
   Decoder in(body.substr(kManifestMagic.size()));
-  uint32_t version;
+  uint32_t version = 0;
   in.GetFixed32(&version);
   if (version != kManifestVersion) {
     return absl::FailedPreconditionError(absl::StrCat("manifest: format version ", version,
@@ -39,8 +39,8 @@ absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
   }
   CollectionManifest m;
   std::string_view name;
-  uint64_t dim, nlist, pq_m, nprobe, first_wal;
-  uint8_t metric, type;
+  uint64_t dim = 0, nlist = 0, pq_m = 0, nprobe = 0, first_wal = 0;
+  uint8_t metric = 0, type = 0;
   if (!in.GetBytes(&name) || !in.GetVarint64(&dim) || !in.GetByte(&metric) ||
       !in.GetByte(&type) || !in.GetVarint64(&nlist) || !in.GetVarint64(&pq_m) ||
       !in.GetVarint64(&nprobe) || !in.GetVarint64(&first_wal) || !in.empty()) {

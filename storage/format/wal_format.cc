@@ -62,7 +62,7 @@ std::string EncodeUpsertBatch(const UpsertBatch& batch) {
 
 absl::StatusOr<UpsertBatch> DecodeUpsertBatch(std::string_view payload) {
   Decoder in(payload);
-  uint64_t dim, count;
+  uint64_t dim = 0, count = 0;
   if (!in.GetVarint64(&dim) || !in.GetVarint64(&count)) return Corrupt("upsert header");
   if (dim == 0 || dim > (1u << 20)) return Corrupt("upsert dim");
   if (count > in.remaining() / (8 + dim * sizeof(float))) return Corrupt("upsert count");
@@ -91,7 +91,7 @@ std::string EncodeDeleteBatch(const DeleteBatch& batch) {
 
 absl::StatusOr<DeleteBatch> DecodeDeleteBatch(std::string_view payload) {
   Decoder in(payload);
-  uint64_t count;
+  uint64_t count = 0;
   if (!in.GetVarint64(&count) || count > in.remaining() / 8) return Corrupt("delete header");
   DeleteBatch batch;
   batch.ids.resize(count);
@@ -131,15 +131,15 @@ absl::StatusOr<core::Attributes> DecodeAttributes(std::string_view bytes) {
   core::Attributes attributes;
   if (bytes.empty()) return attributes;
   Decoder in(bytes);
-  uint64_t count;
+  uint64_t count = 0;
   if (!in.GetVarint64(&count)) return Corrupt("attribute count");
   for (uint64_t i = 0; i < count; ++i) {
     std::string_view key;
-    uint8_t tag;
+    uint8_t tag = 0;
     if (!in.GetBytes(&key) || !in.GetByte(&tag)) return Corrupt("attribute key");
-    uint64_t bits;
+    uint64_t bits = 0;
     std::string_view text;
-    uint8_t flag;
+    uint8_t flag = 0;
     switch (tag) {
       case kInt:
         if (!in.GetFixed64(&bits)) return Corrupt("attribute int");

@@ -76,7 +76,7 @@ TEST(Memtable, ReadersRunConcurrentlyWithTheWriter) {
     });
   }
   for (uint64_t i = 0; i < 20000; ++i) {
-    m.Upsert(P(i % 1000, float(i)));
+    m.Upsert(P(i % 1000, float(i), 8));
     if (i % 7 == 0) m.Delete(i % 1000);
   }
   stop = true;

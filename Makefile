@@ -1,0 +1,77 @@
+# Shoal's front door. On a fresh Debian 12 machine:
+#   make run    install what is missing, build, start shoald with the demo collection
+#   make test   install what is missing, build, run every test (release, asan, tsan)
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+DATA ?= ./data
+PRESETS_TESTED ?= release asan tsan
+
+.PHONY: all deps build run test check test-release test-asan test-tsan coverage format clean help
+
+all: build
+
+help:
+	@echo "make run        build and start shoald on 127.0.0.1:7700 (gRPC) / :7701 (HTTP) with demo data"
+	@echo "make test       every test under release, asan and tsan builds (what CI runs)"
+	@echo "make check      release build + tests only (quick loop)"
+	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
+	@echo "make coverage   line coverage of core/ and storage/ (gcovr)"
+	@echo "make format     clang-format every source file"
+
+deps:
+	@tools/install-deps
+
+# configure + build one preset: $(call build_preset,NAME)
+define build_preset
+	@[ -f build/$(1)/build.ninja ] || cmake --preset $(1) >/dev/null
+	cmake --build --preset $(1) -j$(JOBS)
+endef
+
+build: deps
+	$(call build_preset,release)
+
+run: build
+	@echo
+	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784)."
+	@echo "Once the log says the demo collection is ready, in another terminal try:"
+	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 10"
+	@echo "  build/bin/shoalctl describe fmnist"
+	@echo "  curl -s localhost:7701/metrics | head"
+	@echo "Stop with Ctrl-C (graceful shutdown)."
+	@echo
+	build/bin/shoald --data-dir $(DATA) --demo
+
+test: deps
+	@for p in $(PRESETS_TESTED); do $(MAKE) --no-print-directory test-$$p || exit 1; done
+
+check: test-release
+
+test-release: deps
+	$(call build_preset,release)
+	cd build/release && ctest -j$(JOBS) --output-on-failure --timeout 600
+
+test-asan: deps
+	$(call build_preset,asan)
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest -j$(JOBS) --output-on-failure --timeout 900
+
+# gRPC, protobuf and TBB from Debian are not built with TSan, so their internal
+# synchronisation is invisible to it; the suppressions file names those libraries only.
+test-tsan: deps
+	$(call build_preset,tsan)
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
+	  ctest -j$(JOBS) --output-on-failure --timeout 900
+
+coverage: deps
+	$(call build_preset,coverage)
+	cd build/coverage && ctest -j$(JOBS) --output-on-failure -L unit
+	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
+	  --print-summary --txt build/coverage/coverage.txt
+	@cat build/coverage/coverage.txt | tail -25
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf build/release build/debug build/asan build/tsan build/coverage build/bin
