@@ -4,17 +4,21 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 DATA ?= ./data
-PRESETS_TESTED ?= release asan tsan
+PRESETS_TESTED ?= release asan tsan fuzz
 
-.PHONY: all deps build run test check test-release test-asan test-tsan coverage format clean help
+FUZZ_SECONDS ?= 20
+
+.PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
+	format clean help
 
 all: build
 
 help:
 	@echo "make run        build and start shoald on 127.0.0.1:7700 (gRPC) / :7701 (HTTP) with demo data"
-	@echo "make test       every test under release, asan and tsan builds (what CI runs)"
+	@echo "make test       every test under release, asan and tsan builds + fuzzing (what CI runs)"
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
+	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
 	@echo "make coverage   line coverage of core/ and storage/ (gcovr)"
 	@echo "make format     clang-format every source file"
 
@@ -62,6 +66,18 @@ test-tsan: deps
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
 	  ctest -j$(JOBS) --output-on-failure --timeout 900
+
+# libFuzzer targets (clang, ASan+UBSan) over the on-disk decoders, the dataset readers and RPC
+# validation. Corpora live in build/fuzz/corpus so runs accumulate locally.
+test-fuzz fuzz: deps
+	$(call build_preset,fuzz)
+	@for t in format_fuzz vector_reader_fuzz validation_fuzz; do \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
+	  build/fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
+	    build/fuzz/corpus/$$t 2> build/fuzz/$$t.log || { tail -40 build/fuzz/$$t.log; exit 1; }; \
+	  tail -1 build/fuzz/$$t.log; \
+	done
 
 coverage: deps
 	$(call build_preset,coverage)

@@ -1,0 +1,37 @@
+#include "storage/io/aligned_buffer.h"
+
+#include <bit>
+
+namespace shoal::storage {
+
+size_t BufferPool::ClassOf(size_t bytes) {
+  const size_t rounded = std::bit_ceil(std::max(bytes, kDirectIoAlignment));
+  return size_t(std::countr_zero(rounded));
+}
+
+AlignedBuffer BufferPool::Get(size_t bytes) {
+  const size_t cls = ClassOf(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cls < free_.size() && !free_[cls].empty()) {
+      AlignedBuffer b = std::move(free_[cls].back());
+      free_[cls].pop_back();
+      cached_ -= b.capacity();
+      return b;
+    }
+  }
+  return AlignedBuffer(size_t(1) << cls);
+}
+
+void BufferPool::Put(AlignedBuffer buffer) {
+  if (!buffer) return;
+  const size_t cls = ClassOf(buffer.capacity());
+  if ((size_t(1) << cls) != buffer.capacity()) return;  // not one of ours: let it free
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cached_ + buffer.capacity() > max_cached_) return;
+  if (free_.size() <= cls) free_.resize(cls + 1);
+  cached_ += buffer.capacity();
+  free_[cls].push_back(std::move(buffer));
+}
+
+}  // namespace shoal::storage
