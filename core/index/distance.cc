@@ -7,8 +7,10 @@
 
 // GCC 12 reports a false "uninitialized" inside avx512fintrin.h's masked loads (GCC bug
 // 105593); the masked-out lanes are zeroed by definition.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace shoal::core {
 namespace {

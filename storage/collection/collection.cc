@@ -15,13 +15,8 @@ std::string WalPath(const std::string& dir, uint64_t seq) {
 
 }  // namespace
 
-Collection::Collection(FileSystem* fs, std::string dir, CollectionManifest manifest,
-                       uint64_t manifest_number)
-    : fs_(fs),
-      dir_(std::move(dir)),
-      manifest_(std::move(manifest)),
-      manifest_number_(manifest_number),
-      memtable_(manifest_.dim) {}
+Collection::Collection(FileSystem* fs, std::string dir, CollectionManifest manifest)
+    : fs_(fs), dir_(std::move(dir)), manifest_(std::move(manifest)), memtable_(manifest_.dim) {}
 
 Collection::~Collection() { (void)Close(); }
 
@@ -31,8 +26,8 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(FileSystem* fs,
                                                                CollectionOptions options) {
   if (fs->Exists(dir)) return absl::AlreadyExistsError(absl::StrCat(dir, " already exists"));
   SHOAL_RETURN_IF_ERROR(fs->CreateDirs(JoinPath(dir, "wal")));
-  SHOAL_ASSIGN_OR_RETURN(uint64_t number, InstallManifest(fs, dir, manifest, 0));
-  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(manifest), number));
+  SHOAL_RETURN_IF_ERROR(InstallManifest(fs, dir, manifest, 0).status());
+  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(manifest)));
   SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(options));
   return c;
 }
@@ -41,8 +36,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(FileSystem* fs,
                                                              const std::string& dir,
                                                              CollectionOptions options) {
   SHOAL_ASSIGN_OR_RETURN(LoadedManifest loaded, LoadManifest(fs, dir));
-  std::unique_ptr<Collection> c(
-      new Collection(fs, dir, std::move(loaded.manifest), loaded.number));
+  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(loaded.manifest)));
   SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(options));
   return c;
 }

@@ -74,14 +74,13 @@ class Collection {
   absl::Status Close();
 
  private:
-  Collection(FileSystem* fs, std::string dir, CollectionManifest manifest, uint64_t manifest_number);
+  Collection(FileSystem* fs, std::string dir, CollectionManifest manifest);
   absl::Status ReplayAndOpenWal(const CollectionOptions& options);
   absl::Status ApplyRecord(WalRecordType type, std::string_view payload);
 
   FileSystem* const fs_;
   const std::string dir_;
   const CollectionManifest manifest_;
-  const uint64_t manifest_number_;
   Memtable memtable_;
   std::unique_ptr<Wal> wal_;
 };
