@@ -150,9 +150,12 @@ class DenseReader final : public VectorReader {
   std::optional<uint64_t> size_hint() const override { return size_; }
 
   absl::StatusOr<size_t> Read(size_t max, std::vector<float>* out) override {
-    const size_t n = size_t(std::min<uint64_t>(max, size_ - read_));
-    if (n == 0) return 0;
     const size_t elem = element_ == Element::kUint8 ? 1 : 4;
+    // At most ~16 MiB per call, so a header that lies about the size cannot make us allocate
+    // more than that before the stream runs dry.
+    const size_t cap = std::max<size_t>(1, (16u << 20) / (size_t(dim_) * elem));
+    const size_t n = size_t(std::min<uint64_t>({max, size_ - read_, cap}));
+    if (n == 0) return 0;
     std::vector<unsigned char> raw(n * dim_ * elem);
     auto got = stream_->ReadExact(raw.data(), raw.size());
     if (!got.ok()) return got.status();
