@@ -1,0 +1,223 @@
+#include "storage/sched/io_scheduler.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace shoal::storage {
+namespace {
+
+uint64_t Micros(IoClock::duration d) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+}  // namespace
+
+struct IoScheduler::Pending {
+  ReadRequest request;
+  ReadCallback callback;
+  IoClock::time_point enqueued;
+  IoClock::time_point submitted;
+  bool in_flight = false;
+  bool cancelled = false;
+};
+
+absl::StatusOr<std::unique_ptr<IoScheduler>> IoScheduler::Create(IoSchedulerOptions options) {
+  std::unique_ptr<IoScheduler> s(new IoScheduler(options));
+  auto backend = NewIoBackend(options.backend, [raw = s.get()](IoResult r) {
+    raw->OnComplete(std::move(r));
+  }, options.limits.max_requests_in_flight);
+  if (!backend.ok()) return backend.status();
+  s->backend_ = *std::move(backend);
+  return s;
+}
+
+IoScheduler::IoScheduler(IoSchedulerOptions options)
+    : options_(options), pool_(std::make_shared<BufferPool>()), policy_(options.limits) {}
+
+IoScheduler::~IoScheduler() {
+  std::vector<ReadCallback> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second->in_flight) {
+        it->second->cancelled = true;
+        ++it;
+        continue;
+      }
+      policy_.Cancel(it->first);
+      cancelled.push_back(std::move(it->second->callback));
+      it = pending_.erase(it);
+    }
+  }
+  for (ReadCallback& cb : cancelled) std::move(cb)(absl::CancelledError("I/O scheduler closing"));
+  backend_.reset();  // waits for reads in flight; their callbacks run
+  for (auto& [id, file] : files_) ::close(file.fd);
+}
+
+absl::StatusOr<uint64_t> IoScheduler::OpenFile(const std::string& path) {
+  int fd = -1;
+  bool direct = false;
+  if (options_.direct_io) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    direct = fd >= 0;
+    if (fd < 0 && errno != EINVAL) {
+      return absl::NotFoundError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+    }
+  }
+  if (fd < 0) {  // the filesystem refuses O_DIRECT (tmpfs, some overlays): buffered reads
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::NotFoundError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_file_++;
+  files_[id] = {fd, direct};
+  return id;
+}
+
+void IoScheduler::CloseFile(uint64_t file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(file);
+  if (it == files_.end()) return;
+  ::close(it->second.fd);
+  files_.erase(it);
+}
+
+bool IoScheduler::is_direct(uint64_t file) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(file);
+  return it != files_.end() && it->second.direct;
+}
+
+uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
+  std::vector<IoRead> reads;
+  std::vector<std::function<void()>> answers;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_id_++;
+    if (!files_.count(request.file)) {
+      auto cb = std::make_shared<ReadCallback>(std::move(callback));
+      answers.push_back([cb] { std::move (*cb)(absl::InvalidArgumentError("unknown file handle")); });
+    } else {
+      auto p = std::make_unique<Pending>();
+      p->request = request;
+      p->callback = std::move(callback);
+      p->enqueued = IoClock::now();
+      pending_[id] = std::move(p);
+      policy_.Enqueue({id, request.file, request.offset, request.length, request.query,
+                       request.rank, request.deadline});
+      DispatchLocked(&reads, &answers);
+    }
+  }
+  if (!reads.empty()) backend_->Submit(std::move(reads));
+  for (auto& answer : answers) answer();
+  return id;
+}
+
+void IoScheduler::Cancel(uint64_t id) {
+  ReadCallback callback;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    if (it->second->in_flight) {
+      it->second->cancelled = true;
+      return;
+    }
+    policy_.Cancel(id);
+    callback = std::move(it->second->callback);
+    pending_.erase(it);
+    ++stats_.cancelled;
+  }
+  std::move(callback)(absl::CancelledError("read cancelled"));
+}
+
+void IoScheduler::DispatchLocked(std::vector<IoRead>* reads,
+                                 std::vector<std::function<void()>>* answers) {
+  const IoClock::time_point now = IoClock::now();
+  std::vector<IoRequest> expired;
+  std::vector<IoSubmission> subs = policy_.Dispatch(now, &expired);
+  for (const IoRequest& r : expired) {
+    auto node = pending_.extract(r.id);
+    ++stats_.expired;
+    auto cb = std::make_shared<ReadCallback>(std::move(node.mapped()->callback));
+    answers->push_back([cb] {
+      std::move (*cb)(absl::DeadlineExceededError("read expired before it was issued"));
+    });
+  }
+  for (IoSubmission& sub : subs) {
+    const File& file = files_.at(sub.file);
+    const uint64_t begin = file.direct ? AlignDown(sub.offset) : sub.offset;
+    const uint64_t end = file.direct ? AlignUp(sub.offset + sub.length) : sub.offset + sub.length;
+    std::shared_ptr<BufferPool> pool = pool_;
+    auto buffer = std::shared_ptr<AlignedBuffer>(
+        new AlignedBuffer(pool_->Get(end - begin)), [pool](AlignedBuffer* b) {
+          pool->Put(std::move(*b));
+          delete b;
+        });
+    for (const IoRequest& r : sub.requests) {
+      Pending& p = *pending_.at(r.id);
+      p.in_flight = true;
+      p.submitted = now;
+    }
+    reads->push_back({file.fd, begin, uint32_t(end - begin), buffer->data(), sub.id});
+    ++stats_.submissions;
+    flights_.emplace(sub.id, Flight{std::move(sub), std::move(buffer), begin, now});
+  }
+}
+
+void IoScheduler::OnComplete(IoResult result) {
+  std::vector<IoRead> reads;
+  std::vector<std::function<void()>> answers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto node = flights_.extract(result.tag);
+    Flight& flight = node.mapped();
+    policy_.Complete(result.tag);
+    stats_.bytes_read += result.bytes;
+    std::shared_ptr<const AlignedBuffer> buffer = flight.buffer;
+    for (const IoRequest& r : flight.submission.requests) {
+      auto p = std::move(pending_.extract(r.id).mapped());
+      auto cb = std::make_shared<ReadCallback>(std::move(p->callback));
+      absl::StatusOr<ReadResult> answer;
+      const uint64_t rel = r.offset - flight.aligned_offset;
+      if (p->cancelled) {
+        ++stats_.cancelled;
+        answer = absl::CancelledError("read cancelled");
+      } else if (!result.status.ok()) {
+        ++stats_.errors;
+        answer = result.status;
+      } else if (rel + r.length > result.bytes) {
+        ++stats_.errors;
+        answer = absl::OutOfRangeError(absl::StrCat("read of ", r.length, " bytes at offset ",
+                                                    r.offset, " goes past the end of the file"));
+      } else {
+        ++stats_.reads;
+        answer = ReadResult{buffer, buffer->data() + rel, r.length,
+                            Micros(p->submitted - p->enqueued), result.kernel_us};
+      }
+      answers.push_back([cb, answer = std::move(answer)]() mutable {
+        std::move(*cb)(std::move(answer));
+      });
+    }
+    DispatchLocked(&reads, &answers);
+  }
+  if (!reads.empty()) backend_->Submit(std::move(reads));
+  for (auto& answer : answers) answer();
+}
+
+IoSchedulerStats IoScheduler::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+size_t IoScheduler::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+}  // namespace shoal::storage
