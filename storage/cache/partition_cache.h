@@ -1,0 +1,144 @@
+// PartitionCache: partitions read from segment files, kept in memory under a byte budget
+// (`cache.bytes`) and pinned while queries scan them.
+//
+// Get() answers a pinned PartitionHandle: at once on a hit; otherwise it starts the caller's
+// loader (an IoScheduler read) and answers when the bytes arrive. Several queries asking for a
+// partition that is being loaded attach to that one load (single flight).
+//
+// Budget (I-4): bytes of cached + loading partitions never exceed the budget, except for loads
+// admitted with Admission::kAlways — what the oldest query needs next, so the budget can never
+// deadlock the engine. A kIfRoom request that does not fit even after evicting everything
+// unpinned gets RESOURCE_EXHAUSTED at once; the caller retries when handles are released.
+// Pinned entries are never evicted.
+//
+// Eviction: S3-FIFO (Yang et al., SOSP'23). New entries enter a small FIFO (10% of the
+// budget); an entry read again while there moves to the main FIFO, otherwise it leaves and its
+// key is remembered in a ghost list, so it enters main directly if it comes back. Main gives
+// entries with recent hits another round. Why: IVF probing has heavy one-hit traffic (cold
+// partitions of rare queries); S3-FIFO keeps those from flushing the hot set (scan resistance)
+// at the cost of a counter per entry, with no list reordering on hits.
+//
+// Thread-safety: every method is thread-safe; callbacks run without the cache's lock held.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+
+namespace shoal::storage {
+
+struct PartitionKey {
+  uint64_t segment = 0;
+  uint32_t partition = 0;
+  friend bool operator==(const PartitionKey& a, const PartitionKey& b) {
+    return a.segment == b.segment && a.partition == b.partition;
+  }
+};
+
+struct PartitionKeyHash {
+  size_t operator()(const PartitionKey& k) const {
+    return std::hash<uint64_t>()(k.segment * 0x9E3779B97F4A7C15ull ^ k.partition);
+  }
+};
+
+// Bytes of one partition and whatever keeps them alive (e.g. the I/O buffer).
+struct PartitionBytes {
+  std::shared_ptr<const void> owner;
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
+class PartitionCache;
+
+// A pinned partition. Movable; unpins when destroyed.
+class PartitionHandle {
+ public:
+  PartitionHandle() = default;
+  PartitionHandle(PartitionHandle&& other) noexcept { *this = std::move(other); }
+  PartitionHandle& operator=(PartitionHandle&& other) noexcept;
+  ~PartitionHandle();
+
+  const char* data() const { return bytes_.data; }
+  size_t size() const { return bytes_.size; }
+  bool hit() const { return hit_; }  // answered from the cache, no read
+  explicit operator bool() const { return cache_ != nullptr; }
+
+ private:
+  friend class PartitionCache;
+  PartitionCache* cache_ = nullptr;
+  PartitionKey key_;
+  PartitionBytes bytes_;
+  bool hit_ = false;
+};
+
+struct CacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;      // loads started
+  uint64_t attached = 0;    // requests that joined a load in flight
+  uint64_t evictions = 0;
+  uint64_t rejected = 0;    // kIfRoom requests that did not fit
+  uint64_t used_bytes = 0;  // cached + loading
+  uint64_t pinned_bytes = 0;
+};
+
+class PartitionCache {
+ public:
+  enum class Admission { kIfRoom, kAlways };
+  using LoadDone = absl::AnyInvocable<void(absl::StatusOr<PartitionBytes>) &&>;
+  using Loader = absl::AnyInvocable<void(LoadDone) &&>;
+  using GetCallback = absl::AnyInvocable<void(absl::StatusOr<PartitionHandle>) &&>;
+
+  explicit PartitionCache(uint64_t budget_bytes);
+  ~PartitionCache();
+
+  // REQUIRES: `bytes` is the partition's size (known from the segment's metadata).
+  void Get(const PartitionKey& key, uint64_t bytes, Admission admission, Loader loader,
+           GetCallback callback);
+
+  CacheStats stats() const;
+  uint64_t budget() const { return budget_; }
+
+ private:
+  friend class PartitionHandle;
+  enum class Queue { kLoading, kSmall, kMain };
+  struct Entry {
+    PartitionKey key;
+    uint64_t bytes = 0;
+    PartitionBytes data;
+    Queue queue = Queue::kLoading;
+    int freq = 0;
+    int pins = 0;
+    std::list<PartitionKey>::iterator pos;
+    std::vector<GetCallback> waiters;  // while loading
+  };
+
+  void Unpin(const PartitionKey& key);
+  void OnLoaded(const PartitionKey& key, absl::StatusOr<PartitionBytes> result);
+  // REQUIRES: mu_ held. Evicts unpinned entries until `need` more bytes fit; false if they
+  // cannot.
+  bool MakeRoomLocked(uint64_t need);
+  bool EvictOneLocked(std::list<PartitionKey>& queue, bool small);
+  void RememberGhostLocked(const PartitionKey& key);
+  PartitionHandle PinLocked(Entry& e, bool hit);
+
+  const uint64_t budget_;
+  const uint64_t small_target_;
+  mutable std::mutex mu_;
+  std::unordered_map<PartitionKey, Entry, PartitionKeyHash> entries_;  // guarded by mu_
+  std::list<PartitionKey> small_, main_;                               // guarded by mu_
+  std::unordered_set<PartitionKey, PartitionKeyHash> ghost_;           // guarded by mu_
+  std::deque<PartitionKey> ghost_order_;                               // guarded by mu_
+  uint64_t small_bytes_ = 0;                                           // guarded by mu_
+  CacheStats stats_;                                                   // guarded by mu_
+};
+
+}  // namespace shoal::storage
