@@ -50,6 +50,18 @@ const std::vector<Field>& Fields() {
        &Config::max_inflight_searches, "searches running or queued; more get RESOURCE_EXHAUSTED"},
       {"wal.max_pending_bytes", "SHOAL_WAL_MAX_PENDING_BYTES", "--wal-max-pending-bytes",
        &Config::wal_max_pending_bytes, "bytes waiting for the WAL per collection"},
+      {"io.backend", "SHOAL_IO_BACKEND", "--io-backend", &Config::io_backend,
+       "auto, uring or pread"},
+      {"io.queue_depth", "SHOAL_IO_QUEUE_DEPTH", "--io-queue-depth", &Config::io_queue_depth,
+       "reads in flight at once"},
+      {"io.max_inflight_bytes", "SHOAL_IO_MAX_INFLIGHT_BYTES", "--io-max-inflight-bytes",
+       &Config::io_max_inflight_bytes, "bytes of reads in flight at once"},
+      {"io.max_request_bytes", "SHOAL_IO_MAX_REQUEST_BYTES", "--io-max-request-bytes",
+       &Config::io_max_request_bytes, "adjacent reads are merged up to this size"},
+      {"io.direct", "SHOAL_IO_DIRECT", "--io-direct", &Config::io_direct,
+       "O_DIRECT reads where the filesystem allows"},
+      {"cache.bytes", "SHOAL_CACHE_BYTES", "--cache-bytes", &Config::cache_bytes,
+       "partition cache budget; 0 = 25% of RAM"},
       {"log.level", "SHOAL_LOG_LEVEL", "--log-level", &Config::log_level,
        "trace, debug, info, warn or error"},
       {"demo.enabled", "SHOAL_DEMO", "--demo", &Config::demo,
@@ -141,6 +153,12 @@ int Config::EffectiveCpuThreads() const {
   return std::max(1, cores - 1);
 }
 
+int64_t Config::EffectiveCacheBytes() const {
+  if (cache_bytes > 0) return cache_bytes;
+  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? pages * page / 4 : int64_t(1) << 30;
+}
+
 absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   LoadedConfig loaded;
   CLI::App app{"shoald: the Shoal vector search server"};
@@ -189,6 +207,14 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   }
   if (loaded.config.max_message_bytes < 1024) {
     return absl::InvalidArgumentError("server.max_message_bytes: must be at least 1024");
+  }
+  const std::string& backend = loaded.config.io_backend;
+  if (backend != "auto" && backend != "uring" && backend != "pread") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("io.backend: '", backend, "' is not auto, uring or pread"));
+  }
+  if (loaded.config.io_queue_depth < 1) {
+    return absl::InvalidArgumentError("io.queue_depth: must be at least 1");
   }
   if (loaded.config.max_inflight_searches < 1) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");

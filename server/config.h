@@ -42,6 +42,22 @@ struct Config {
   std::string ready_file;
   // Seconds SIGTERM waits for in-flight requests before cancelling them. Default: 10.
   int shutdown_grace_seconds = 10;
+  // I/O backend: auto (io_uring, falling back to pread when the kernel refuses a ring),
+  // uring or pread. Default: auto.
+  std::string io_backend = "auto";
+  // Reads in flight at once. Default: 64.
+  int io_queue_depth = 64;
+  // Bytes of reads in flight at once. Default: 256 MiB.
+  int64_t io_max_inflight_bytes = 256ll << 20;
+  // Adjacent reads are merged up to this size. Default: 16 MiB.
+  int64_t io_max_request_bytes = 16ll << 20;
+  // Read segment files with O_DIRECT where the filesystem allows it. Default: true.
+  bool io_direct = true;
+  // Partition cache budget in bytes; 0 = 25% of physical memory. Default: 0.
+  int64_t cache_bytes = 0;
+
+  // cache_bytes with 0 resolved against the machine.
+  int64_t EffectiveCacheBytes() const;
 
   // cpu_threads with 0 resolved against the machine.
   int EffectiveCpuThreads() const;

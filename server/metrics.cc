@@ -82,6 +82,30 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Help("Thread-seconds spent running tasks in the CPU arena")
                      .Register(*registry_)
                      .Add({});
+  const std::vector<std::pair<const char*, const char*>> counters = {
+      {"shoal_io_reads_total", "Reads answered with data"},
+      {"shoal_io_submissions_total", "Kernel reads issued, after coalescing"},
+      {"shoal_io_read_bytes_total", "Bytes read by the kernel"},
+      {"shoal_io_errors_total", "Reads that failed"},
+      {"shoal_io_cancelled_total", "Reads cancelled by their query"},
+      {"shoal_io_expired_total", "Reads dropped because their deadline passed"},
+      {"shoal_cache_hits_total", "Partition cache hits"},
+      {"shoal_cache_misses_total", "Partition cache misses (loads started)"},
+      {"shoal_cache_evictions_total", "Partitions evicted from the cache"}};
+  for (const auto& [name, help] : counters) {
+    sampled_counters_[name] =
+        &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
+  }
+  auto& cache_bytes =
+      prometheus::BuildGauge().Name("shoal_cache_bytes").Help("Partition cache bytes").Register(
+          *registry_);
+  sampled_gauges_["used"] = &cache_bytes.Add({{"state", "used"}});
+  sampled_gauges_["pinned"] = &cache_bytes.Add({{"state", "pinned"}});
+  sampled_gauges_["budget"] = &prometheus::BuildGauge()
+                                   .Name("shoal_cache_budget_bytes")
+                                   .Help("Partition cache budget (cache.bytes)")
+                                   .Register(*registry_)
+                                   .Add({});
   prometheus::BuildGauge()
       .Name("shoal_simd_level")
       .Help("Distance kernel level in use")
@@ -94,6 +118,20 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       .Register(*registry_)
       .Add({{"version", "0.1.0"}})
       .Set(1);
+}
+
+void Metrics::SetIoBackend(const std::string& name) {
+  prometheus::BuildGauge()
+      .Name("shoal_io_backend")
+      .Help("I/O backend in use: io_uring, or the pread fallback (I-8)")
+      .Register(*registry_)
+      .Add({{"backend", name}})
+      .Set(1);
+}
+
+void Metrics::SetCounter(const std::string& name, double value) {
+  prometheus::Counter* c = sampled_counters_.at(name);
+  if (value > c->Value()) c->Increment(value - c->Value());
 }
 
 void Metrics::ObserveRpc(const std::string& method, int code, double seconds) {
@@ -118,7 +156,7 @@ void Metrics::ObserveRpc(const std::string& method, int code, double seconds) {
 }
 
 std::string Metrics::Render(const std::vector<CollectionSample>& collections,
-                            const ArenaSample& arena) {
+                            const ArenaSample& arena, const StorageSample& storage) {
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> seen;
   for (const CollectionSample& c : collections) {
@@ -140,6 +178,18 @@ std::string Metrics::Render(const std::vector<CollectionSample>& collections,
     disk_bytes_->Remove(it->second.second);
     it = collection_gauges_.erase(it);
   }
+  SetCounter("shoal_io_reads_total", storage.io_reads);
+  SetCounter("shoal_io_submissions_total", storage.io_submissions);
+  SetCounter("shoal_io_read_bytes_total", storage.io_bytes);
+  SetCounter("shoal_io_errors_total", storage.io_errors);
+  SetCounter("shoal_io_cancelled_total", storage.io_cancelled);
+  SetCounter("shoal_io_expired_total", storage.io_expired);
+  SetCounter("shoal_cache_hits_total", storage.cache_hits);
+  SetCounter("shoal_cache_misses_total", storage.cache_misses);
+  SetCounter("shoal_cache_evictions_total", storage.cache_evictions);
+  sampled_gauges_.at("used")->Set(storage.cache_used);
+  sampled_gauges_.at("pinned")->Set(storage.cache_pinned);
+  sampled_gauges_.at("budget")->Set(storage.cache_budget);
   arena_threads_->Set(arena.threads);
   arena_queued_->Set(arena.queued);
   const double busy_delta = arena.busy_seconds - arena_busy_->Value();

@@ -8,6 +8,11 @@
 //   shoal_search_inflight                      gauge
 //   shoal_rpc_inflight                         gauge (every RPC from arrival to OnDone)
 //   shoal_cpu_arena_threads, shoal_cpu_arena_busy_seconds_total, shoal_cpu_arena_queued_tasks
+//   shoal_io_backend{backend}                  1 for the backend in use (uring or pread)
+//   shoal_io_reads_total, shoal_io_submissions_total, shoal_io_read_bytes_total,
+//   shoal_io_errors_total, shoal_io_cancelled_total, shoal_io_expired_total
+//   shoal_cache_hits_total, shoal_cache_misses_total, shoal_cache_evictions_total,
+//   shoal_cache_bytes{state="used"|"pinned"}, shoal_cache_budget_bytes
 //   shoal_simd_level{level}, shoal_build_info{version}
 //
 // Thread-safety: every method is thread-safe (prometheus-cpp metrics are atomic; label sets
@@ -34,6 +39,14 @@ struct CollectionSample {
   double disk_bytes = 0;
 };
 
+// Cumulative counters sampled at scrape time (from IoScheduler and PartitionCache stats).
+struct StorageSample {
+  double io_reads = 0, io_submissions = 0, io_bytes = 0, io_errors = 0, io_cancelled = 0,
+         io_expired = 0;
+  double cache_hits = 0, cache_misses = 0, cache_evictions = 0;
+  double cache_used = 0, cache_pinned = 0, cache_budget = 0;
+};
+
 struct ArenaSample {
   double threads = 0;
   double busy_seconds = 0;
@@ -43,6 +56,9 @@ struct ArenaSample {
 class Metrics {
  public:
   Metrics();
+
+  // Exports shoal_io_backend{backend=name} 1. Call once, at start-up.
+  void SetIoBackend(const std::string& name);
 
   void ObserveRpc(const std::string& method, int code, double seconds);
   void ObserveWalFsync(double seconds) { wal_fsync_->Observe(seconds); }
@@ -60,7 +76,8 @@ class Metrics {
   int64_t rpcs_in_flight() const { return rpc_inflight_count_.load(); }
 
   // Renders the text exposition format after refreshing the sampled gauges.
-  std::string Render(const std::vector<CollectionSample>& collections, const ArenaSample& arena);
+  std::string Render(const std::vector<CollectionSample>& collections, const ArenaSample& arena,
+                     const StorageSample& storage);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -75,6 +92,10 @@ class Metrics {
   prometheus::Gauge* arena_threads_;
   prometheus::Gauge* arena_queued_;
   prometheus::Counter* arena_busy_;
+  // Sampled cumulative counters and gauges, by name.
+  std::map<std::string, prometheus::Counter*> sampled_counters_;
+  std::map<std::string, prometheus::Gauge*> sampled_gauges_;
+  void SetCounter(const std::string& name, double value);  // REQUIRES: mu_ held
 
   std::mutex mu_;  // guards the maps below and serialises Render
   std::map<std::pair<std::string, int>, prometheus::Counter*> request_counters_;

@@ -15,13 +15,19 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/shoal_service.h"
+#include "storage/cache/partition_cache.h"
 #include "storage/collection/catalog.h"
+#include "storage/sched/io_scheduler.h"
 
 namespace shoal::server {
 
 struct Server::State {
   Metrics metrics;
   std::unique_ptr<storage::Catalog> catalog;
+  // The read path for IVF segments: scheduler and cache are created (and exported) at start;
+  // the IVF engine is their consumer.
+  std::unique_ptr<storage::IoScheduler> io;
+  std::unique_ptr<storage::PartitionCache> cache;
   std::unique_ptr<core::TbbExecutor> cpu;
   std::unique_ptr<core::ThreadExecutor> admin;
   std::unique_ptr<ShoalService> service;
@@ -47,6 +53,23 @@ absl::Status Server::Start() {
   auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
   if (!catalog.ok()) return catalog.status();
   s.catalog = *std::move(catalog);
+
+  storage::IoSchedulerOptions io_options;
+  io_options.limits.max_requests_in_flight = uint32_t(config_.io_queue_depth);
+  io_options.limits.max_bytes_in_flight = uint64_t(config_.io_max_inflight_bytes);
+  io_options.limits.max_request_bytes = uint32_t(config_.io_max_request_bytes);
+  io_options.backend = config_.io_backend == "uring"   ? storage::IoBackendKind::kUring
+                       : config_.io_backend == "pread" ? storage::IoBackendKind::kPread
+                                                       : storage::IoBackendKind::kAuto;
+  io_options.direct_io = config_.io_direct;
+  auto io = storage::IoScheduler::Create(io_options);
+  if (!io.ok()) {
+    return absl::Status(io.status().code(),
+                        absl::StrCat("io.backend: ", io.status().message()));
+  }
+  s.io = *std::move(io);
+  s.metrics.SetIoBackend(std::string(s.io->backend_name()));
+  s.cache = std::make_unique<storage::PartitionCache>(uint64_t(config_.EffectiveCacheBytes()));
 
   const int threads = config_.EffectiveCpuThreads();
   s.cpu = std::make_unique<core::TbbExecutor>(threads);
@@ -83,7 +106,15 @@ absl::Status Server::Start() {
         }
         ArenaSample arena{double(s.cpu->concurrency()), double(s.cpu->busy_micros()) / 1e6,
                           double(s.cpu->outstanding())};
-        return s.metrics.Render(collections, arena);
+        const auto io = s.io->stats();
+        const auto cache = s.cache->stats();
+        StorageSample storage{double(io.reads),       double(io.submissions),
+                              double(io.bytes_read),  double(io.errors),
+                              double(io.cancelled),   double(io.expired),
+                              double(cache.hits),     double(cache.misses),
+                              double(cache.evictions), double(cache.used_bytes),
+                              double(cache.pinned_bytes), double(s.cache->budget())};
+        return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }});
   auto http_port = s.http->Start(config_.http_addr);
@@ -103,9 +134,10 @@ absl::Status Server::Start() {
   health->SetServingStatus(true);
   s.ready.store(true);
   log->info("shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
-            "{} kernels",
+            "{} kernels; {} I/O; cache {} MiB",
             s.grpc_port, s.http_port, config_.data_dir, threads,
-            core::SimdLevelName(core::ActiveSimdLevel()));
+            core::SimdLevelName(core::ActiveSimdLevel()), s.io->backend_name(),
+            s.cache->budget() >> 20);
   return absl::OkStatus();
 }
 
@@ -142,6 +174,8 @@ void Server::Shutdown() {
     if (!closed.ok()) log->error("closing collections: {}", closed.ToString());
   }
   if (s.http) s.http->Stop();
+  s.cache.reset();
+  s.io.reset();
   log->info("shutdown complete");
 }
 

@@ -350,3 +350,45 @@ TEST(ServerAdmission, SearchesPastTheBoundAreRejectedNotQueued) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+std::string Metrics(int port) {
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get("/metrics");
+  return res ? res->body : "";
+}
+
+// I-8: io_uring is preferred, never required. Forcing the fallback is visible in /metrics.
+TEST(ServerIo, TheIoBackendCanBeForcedAndIsExported) {
+  testing::TempDir dir;
+  auto forced = ShoaldProcess::Start(dir.Sub("a"), {"--io-backend", "pread"});
+  ASSERT_NE(forced, nullptr);
+  const std::string pread = Metrics(forced->http_port());
+  EXPECT_THAT(pread, HasSubstr("shoal_io_backend{backend=\"pread\"} 1"));
+  EXPECT_THAT(pread, HasSubstr("shoal_cache_budget_bytes"));
+  EXPECT_THAT(forced->log(), HasSubstr("pread I/O"));
+
+  auto automatic = ShoaldProcess::Start(dir.Sub("b"), {"--cache-bytes", "1048576"});
+  ASSERT_NE(automatic, nullptr);
+  const std::string chosen = Metrics(automatic->http_port());
+  EXPECT_TRUE(chosen.find("shoal_io_backend{backend=\"uring\"} 1") != std::string::npos ||
+              chosen.find("shoal_io_backend{backend=\"pread\"} 1") != std::string::npos)
+      << chosen;
+  EXPECT_THAT(chosen, HasSubstr("shoal_cache_budget_bytes 1048576"));
+
+  // A bad backend name is a start-up error naming the field.
+  testing::TempDir bad_dir;
+  const std::string cmd = testing::BinDir() + "/shoald --io-backend spdk --data-dir " +
+                          bad_dir.Sub("c") + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512] = {0};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  const int status = pclose(p);
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_THAT(std::string(buf, n), HasSubstr("io.backend"));
+}
+
+}  // namespace
+}  // namespace shoal
