@@ -8,6 +8,7 @@ PRESETS_TESTED ?= release asan tsan fuzz
 
 FUZZ_SECONDS ?= 20
 
+.PHONY: bench-io
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help
 
@@ -19,6 +20,7 @@ help:
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
+	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
 	@echo "make coverage   line coverage of core/ and storage/ (gcovr)"
 	@echo "make format     clang-format every source file"
 
@@ -78,6 +80,10 @@ test-fuzz fuzz: deps
 	    build/fuzz/corpus/$$t 2> build/fuzz/$$t.log || { tail -40 build/fuzz/$$t.log; exit 1; }; \
 	  tail -1 build/fuzz/$$t.log; \
 	done
+
+# I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
+bench-io: build
+	/usr/bin/python3 bench/io_bench.py
 
 coverage: deps
 	$(call build_preset,coverage)
