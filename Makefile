@@ -5,6 +5,9 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 DATA ?= ./data
 PRESETS_TESTED ?= release asan tsan fuzz
+# ccache hits across clones (CI builds a fresh clone): hash paths relative to the source dir.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 

@@ -27,9 +27,11 @@ struct IoScheduler::Pending {
 
 absl::StatusOr<std::unique_ptr<IoScheduler>> IoScheduler::Create(IoSchedulerOptions options) {
   std::unique_ptr<IoScheduler> s(new IoScheduler(options));
-  auto backend = NewIoBackend(options.backend, [raw = s.get()](IoResult r) {
-    raw->OnComplete(std::move(r));
-  }, options.limits.max_requests_in_flight);
+  IoCallback on_complete = [raw = s.get()](IoResult r) { raw->OnComplete(std::move(r)); };
+  auto backend = options.make_backend
+                     ? options.make_backend(std::move(on_complete))
+                     : NewIoBackend(options.backend, std::move(on_complete),
+                                    options.limits.max_requests_in_flight);
   if (!backend.ok()) return backend.status();
   s->backend_ = *std::move(backend);
   return s;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,9 @@ struct IoSchedulerOptions {
   IoLimits limits;
   IoBackendKind backend = IoBackendKind::kAuto;
   bool direct_io = true;
+  // Builds the backend instead of NewIoBackend(backend, ...) when set: tests wrap a real
+  // backend to inject EIO and short reads (tests/fakes/faulty_io_backend.h).
+  std::function<absl::StatusOr<std::unique_ptr<IoBackend>>(IoCallback)> make_backend;
 };
 
 struct IoSchedulerStats {
