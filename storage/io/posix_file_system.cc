@@ -103,32 +103,33 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   const uint64_t size_;
 };
 
+// open(2) plus the file's current size.
+absl::StatusOr<std::pair<int, uint64_t>> OpenSized(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus("fstat", path, err);
+  }
+  return std::make_pair(fd, uint64_t(st.st_size));
+}
+
 class PosixFileSystem final : public FileSystem {
  public:
   absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
       const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("fstat", path, err);
-    }
-    return std::make_unique<PosixWritableFile>(path, fd, uint64_t(st.st_size));
+    auto opened = OpenSized(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC);
+    if (!opened.ok()) return opened.status();
+    return std::make_unique<PosixWritableFile>(path, opened->first, opened->second);
   }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus("fstat", path, err);
-    }
-    return std::make_unique<PosixRandomAccessFile>(path, fd, uint64_t(st.st_size));
+    auto opened = OpenSized(path, O_RDONLY | O_CLOEXEC);
+    if (!opened.ok()) return opened.status();
+    return std::make_unique<PosixRandomAccessFile>(path, opened->first, opened->second);
   }
 
   absl::Status CreateDirs(const std::string& path) override {
