@@ -9,6 +9,7 @@
 
 #include "storage/collection/wal.h"
 #include "storage/format/manifest_format.h"
+#include "storage/format/segment_format.h"
 #include "storage/format/wal_format.h"
 #include "storage/io/file_system.h"
 
@@ -19,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)DecodeDeleteBatch(input);
   (void)DecodeAttributes(input);
   (void)DecodeManifest(input);
+  (void)DecodeIvfMeta(input);
   (void)CheckWalFileHeader(input);
 
   // A WAL file: a valid header followed by the input, replayed (and possibly truncated).

@@ -1,0 +1,61 @@
+// IVF segment metadata format (seg-<id>/ivf.meta, DESIGN.md §5): everything needed to route a
+// query and to find, verify and decode each partition of seg-<id>/lists.dat.
+//
+//   "SHOALIVF" fixed32 version
+//   varint dim, uint8 metric, uint8 encoding, varint nlist, varint num_vectors
+//   floats centroids[nlist * dim]
+//   encoding params: SQ8 -> floats vmin[dim], vdiff[dim];
+//                    PQ  -> varint m, varint nbits, floats codebooks[m * 2^nbits * dim/m]
+//   per partition: fixed64 offset, fixed64 length, varint count, fixed32 crc32c(bytes)
+//   fixed32 masked crc of everything before it
+//
+// lists.dat holds the partitions back to back, each starting at a 4 KiB-aligned offset (for
+// O_DIRECT): `count` codes of CodeSize() bytes, then `count` fixed64 ids.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/base/metric.h"
+
+namespace shoal::storage {
+
+inline constexpr std::string_view kIvfMetaMagic = "SHOALIVF";
+inline constexpr uint32_t kIvfMetaVersion = 1;
+
+enum class VectorEncoding : uint8_t { kFlat = 1, kSq8 = 2, kPq = 3 };
+
+struct PartitionExtent {
+  uint64_t offset = 0;  // in lists.dat, 4 KiB aligned
+  uint64_t length = 0;  // bytes: count * (code size + 8)
+  uint64_t count = 0;   // vectors
+  uint32_t crc32c = 0;  // of the `length` bytes
+};
+
+struct IvfMeta {
+  uint32_t dim = 0;
+  core::Metric metric = core::Metric::kL2;
+  VectorEncoding encoding = VectorEncoding::kFlat;
+  uint64_t num_vectors = 0;
+  std::vector<float> centroids;  // nlist * dim
+  std::vector<float> sq_vmin, sq_vdiff;  // SQ8: dim each
+  uint32_t pq_m = 0, pq_nbits = 0;
+  std::vector<float> pq_codebooks;  // PQ: m * 2^nbits * (dim / m)
+  std::vector<PartitionExtent> partitions;  // nlist
+
+  size_t nlist() const { return partitions.size(); }
+  // Bytes of one encoded vector.
+  size_t CodeSize() const;
+};
+
+std::string EncodeIvfMeta(const IvfMeta& meta);
+// DATA_LOSS on a bad checksum, truncation or inconsistent sizes; FAILED_PRECONDITION on an
+// unknown version.
+absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data);
+
+}  // namespace shoal::storage

@@ -1,0 +1,81 @@
+#include "storage/format/segment_format.h"
+
+#include "gtest/gtest.h"
+
+namespace shoal::storage {
+namespace {
+
+IvfMeta Meta(VectorEncoding encoding) {
+  IvfMeta m;
+  m.dim = 8;
+  m.metric = core::Metric::kInnerProduct;
+  m.encoding = encoding;
+  m.centroids.assign(3 * 8, 0.5f);
+  if (encoding == VectorEncoding::kSq8) {
+    m.sq_vmin.assign(8, -1.0f);
+    m.sq_vdiff.assign(8, 2.0f);
+  }
+  if (encoding == VectorEncoding::kPq) {
+    m.pq_m = 4;
+    m.pq_nbits = 8;
+    m.pq_codebooks.assign(256 * 8, 0.25f);
+  }
+  const uint64_t counts[3] = {10, 0, 5};
+  uint64_t offset = 0;
+  for (uint64_t c : counts) {
+    PartitionExtent p;
+    p.offset = offset;
+    p.count = c;
+    p.length = c * (m.CodeSize() + 8);
+    p.crc32c = uint32_t(c * 7);
+    m.partitions.push_back(p);
+    offset += (p.length + 4095) / 4096 * 4096;
+  }
+  m.num_vectors = 15;
+  return m;
+}
+
+TEST(SegmentFormat, RoundTripsEveryEncoding) {
+  for (VectorEncoding e : {VectorEncoding::kFlat, VectorEncoding::kSq8, VectorEncoding::kPq}) {
+    const IvfMeta m = Meta(e);
+    auto back = DecodeIvfMeta(EncodeIvfMeta(m));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->dim, 8u);
+    EXPECT_EQ(back->metric, core::Metric::kInnerProduct);
+    EXPECT_EQ(back->encoding, e);
+    EXPECT_EQ(back->nlist(), 3u);
+    EXPECT_EQ(back->centroids, m.centroids);
+    EXPECT_EQ(back->sq_vdiff, m.sq_vdiff);
+    EXPECT_EQ(back->pq_codebooks, m.pq_codebooks);
+    EXPECT_EQ(back->partitions[2].offset, m.partitions[2].offset);
+    EXPECT_EQ(back->partitions[2].crc32c, m.partitions[2].crc32c);
+  }
+  EXPECT_EQ(Meta(VectorEncoding::kFlat).CodeSize(), 32u);
+  EXPECT_EQ(Meta(VectorEncoding::kSq8).CodeSize(), 8u);
+  EXPECT_EQ(Meta(VectorEncoding::kPq).CodeSize(), 4u);
+}
+
+TEST(SegmentFormat, EveryFlippedByteAndEveryTruncationIsRejected) {
+  const std::string bytes = EncodeIvfMeta(Meta(VectorEncoding::kSq8));
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string flipped = bytes;
+    flipped[i] ^= 0x01;
+    EXPECT_FALSE(DecodeIvfMeta(flipped).ok()) << "byte " << i;
+  }
+  for (size_t n = 0; n < bytes.size(); n += 7) EXPECT_FALSE(DecodeIvfMeta(bytes.substr(0, n)).ok());
+}
+
+TEST(SegmentFormat, InconsistentExtentsAreDataLoss) {
+  IvfMeta m = Meta(VectorEncoding::kFlat);
+  m.partitions[0].offset = 100;  // not 4 KiB aligned
+  EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(m)).status().code(), absl::StatusCode::kDataLoss);
+  m = Meta(VectorEncoding::kFlat);
+  m.num_vectors = 16;  // counts add up to 15
+  EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(m)).status().code(), absl::StatusCode::kDataLoss);
+  m = Meta(VectorEncoding::kFlat);
+  m.partitions[0].length += 1;
+  EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(m)).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace shoal::storage
