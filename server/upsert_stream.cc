@@ -6,6 +6,7 @@
 // completes. The single response is sent when the client has half-closed and every message
 // is durable, or at the first error.
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
@@ -18,6 +19,10 @@ namespace {
 
 constexpr int kMaxOutstanding = 4;
 
+// Locking rule: mu_ guards the state, but Finish() and Collection::Upsert() are always called
+// with mu_ released. After Finish() gRPC may run OnDone() (delete this) on another thread at
+// once, so nothing touches the reactor after calling it; and a WAL that refuses a write calls
+// back inline, which must not find mu_ held.
 class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertRequest> {
  public:
   UpsertStreamReactor(ShoalService* service, grpc::CallbackServerContext* ctx,
@@ -25,33 +30,53 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
       : service_(service), resp_(resp), start_(std::chrono::steady_clock::now()) {
     service_->metrics()->RpcStarted();
     absl::Status admitted = service_->Admit(ctx);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!admitted.ok()) {
-      FailLocked(admitted);
-      return;
+    std::optional<grpc::Status> finish;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!admitted.ok()) {
+        FailLocked(admitted);
+        finish = MaybeFinishLocked();
+      } else {
+        reading_ = true;
+        StartRead(&request_);
+      }
     }
-    reading_ = true;
-    StartRead(&request_);
+    if (finish) Finish(*finish);
   }
 
   void OnReadDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    reading_ = false;
-    if (!ok) {  // the client half-closed (or the call broke)
-      input_done_ = true;
-      MaybeFinishLocked();
+    std::optional<grpc::Status> finish;
+    std::shared_ptr<storage::Collection> target;
+    std::vector<storage::PointRecord> records;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reading_ = false;
+      if (!ok) {  // the client half-closed (or the call broke)
+        input_done_ = true;
+        finish = MaybeFinishLocked();
+      } else if (error_.ok()) {
+        absl::Status s = Accept();
+        if (!s.ok()) {
+          FailLocked(s);
+          finish = MaybeFinishLocked();
+        } else {
+          // Counted before the write is handed over, so the call cannot finish (and the
+          // reactor cannot be deleted) until this write has reported back.
+          ++outstanding_;
+          ++message_index_;
+          records = ToPointRecords(request_);
+          target = collection_;
+          if (outstanding_ < kMaxOutstanding) ReadNextLocked();
+        }
+      }
+    }
+    if (finish) {
+      Finish(*finish);
       return;
     }
-    if (!error_.ok()) return;
-    absl::Status s = Accept();
-    if (!s.ok()) {
-      FailLocked(s);
-      return;
+    if (target) {
+      target->Upsert(std::move(records), [this](absl::StatusOr<uint64_t> n) { OnCommitted(n); });
     }
-    ++outstanding_;
-    ++message_index_;
-    collection_->Upsert(ToPointRecords(request_), [this](absl::StatusOr<uint64_t> n) { OnCommitted(n); });
-    if (outstanding_ < kMaxOutstanding) ReadNextLocked();
   }
 
   void OnDone() override {
@@ -78,15 +103,19 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   }
 
   void OnCommitted(absl::StatusOr<uint64_t> n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    --outstanding_;
-    if (!n.ok()) {
-      FailLocked(n.status());
-      return;
+    std::optional<grpc::Status> finish;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --outstanding_;
+      if (!n.ok()) {
+        FailLocked(n.status());
+      } else {
+        upserted_ += *n;
+        if (!input_done_ && !reading_ && error_.ok()) ReadNextLocked();
+      }
+      finish = MaybeFinishLocked();
     }
-    upserted_ += *n;
-    if (!input_done_ && !reading_ && error_.ok()) ReadNextLocked();
-    MaybeFinishLocked();
+    if (finish) Finish(*finish);
   }
 
   void ReadNextLocked() {
@@ -97,17 +126,17 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   void FailLocked(const absl::Status& s) {
     if (error_.ok()) error_ = s;
     input_done_ = true;  // stop reading; finish once commits in flight have reported
-    MaybeFinishLocked();
   }
 
-  void MaybeFinishLocked() {
-    if (finished_ || !input_done_ || outstanding_ > 0) return;
+  // The status to finish with, once: when input is done and no commit is outstanding.
+  std::optional<grpc::Status> MaybeFinishLocked() {
+    if (finished_ || !input_done_ || outstanding_ > 0) return std::nullopt;
     finished_ = true;
     if (error_.ok()) resp_->set_upserted(upserted_);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     service_->metrics()->ObserveRpc("UpsertStream", int(error_.code()), seconds);
-    Finish(ToGrpc(error_));
+    return ToGrpc(error_);
   }
 
   ShoalService* const service_;

@@ -197,6 +197,26 @@ TEST_F(ServerTest, UpsertStreamLoadsInBulkAndRejectsABadMessage) {
   ExpectError(failed.status(), absl::StatusCode::kInvalidArgument, "message 1");
 }
 
+// A stream whose collection is dropped under it: the WAL refuses the next write (inline), the
+// stream ends with an error instead of hanging, and the server keeps serving.
+TEST_F(ServerTest, UpsertStreamIntoADroppedCollectionFailsCleanly) {
+  ASSERT_TRUE(client_->CreateCollection({"gone", 8, Metric::kL2}).ok());
+  auto writer = client_->OpenUpsertStream("gone", std::chrono::seconds(20));
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Write(Grid(0, 10, 8)).ok());
+  // Let the first message bind the stream to the collection before dropping it.
+  for (int i = 0; i < 200 && client_->DescribeCollection("gone")->num_vectors < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(client_->DropCollection("gone").ok());
+  (void)(*writer)->Write(Grid(10, 10, 8));
+  auto finished = (*writer)->Finish();
+  // UNAVAILABLE from the closed WAL — not DEADLINE_EXCEEDED, which is what a reactor
+  // deadlocked on its own lock would produce.
+  ExpectError(finished.status(), absl::StatusCode::kUnavailable, "closing");
+  EXPECT_TRUE(client_->ListCollections().ok());
+}
+
 TEST_F(ServerTest, DeadlinesAreHonoured) {
   ASSERT_TRUE(client_->CreateCollection({"slow", 64, Metric::kL2}).ok());
   auto writer = client_->OpenUpsertStream("slow");
