@@ -38,6 +38,10 @@ void StoredPointToProto(const storage::StoredPoint& stored, v1::Point* out) {
 
 }  // namespace
 
+UnaryReactor* ShoalService::NewReactor(CallbackServerContext* ctx, const char* method) const {
+  return new UnaryReactor(metrics_, method, TokenFor(ctx));
+}
+
 std::string CollectionHealthName(const std::string& collection) {
   return absl::StrCat("shoal.v1.Shoal/", collection);
 }
@@ -101,7 +105,7 @@ void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* in
 ServerUnaryReactor* ShoalService::CreateCollection(CallbackServerContext* ctx,
                                                    const v1::CreateCollectionRequest* req,
                                                    v1::CreateCollectionResponse*) {
-  auto* r = new UnaryReactor(metrics_, "CreateCollection");
+  auto* r = NewReactor(ctx, "CreateCollection");
   absl::Status s = Admit(ctx);
   if (s.ok()) s = ValidateCreate(*req);
   if (!s.ok()) {
@@ -128,7 +132,7 @@ ServerUnaryReactor* ShoalService::CreateCollection(CallbackServerContext* ctx,
 ServerUnaryReactor* ShoalService::DropCollection(CallbackServerContext* ctx,
                                                  const v1::DropCollectionRequest* req,
                                                  v1::DropCollectionResponse*) {
-  auto* r = new UnaryReactor(metrics_, "DropCollection");
+  auto* r = NewReactor(ctx, "DropCollection");
   absl::Status s = Admit(ctx);
   if (s.ok()) s = ValidateCollectionName(req->name(), "name");
   if (!s.ok()) {
@@ -149,7 +153,7 @@ ServerUnaryReactor* ShoalService::DropCollection(CallbackServerContext* ctx,
 ServerUnaryReactor* ShoalService::ListCollections(CallbackServerContext* ctx,
                                                   const v1::ListCollectionsRequest*,
                                                   v1::ListCollectionsResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "ListCollections");
+  auto* r = NewReactor(ctx, "ListCollections");
   absl::Status s = Admit(ctx);
   if (s.ok()) {
     for (const auto& c : catalog_->List()) FillInfo(*c, resp->add_collections());
@@ -161,7 +165,7 @@ ServerUnaryReactor* ShoalService::ListCollections(CallbackServerContext* ctx,
 ServerUnaryReactor* ShoalService::DescribeCollection(CallbackServerContext* ctx,
                                                      const v1::DescribeCollectionRequest* req,
                                                      v1::CollectionInfo* resp) {
-  auto* r = new UnaryReactor(metrics_, "DescribeCollection");
+  auto* r = NewReactor(ctx, "DescribeCollection");
   auto c = AdmitAndLookup(ctx, req->name(), "name");
   if (c.ok()) FillInfo(**c, resp);
   r->FinishWith(c.status());
@@ -170,7 +174,7 @@ ServerUnaryReactor* ShoalService::DescribeCollection(CallbackServerContext* ctx,
 
 ServerUnaryReactor* ShoalService::Upsert(CallbackServerContext* ctx, const v1::UpsertRequest* req,
                                          v1::UpsertResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "Upsert");
+  auto* r = NewReactor(ctx, "Upsert");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateUpsert(*req, (*c)->dim());
@@ -187,7 +191,7 @@ ServerUnaryReactor* ShoalService::Upsert(CallbackServerContext* ctx, const v1::U
 
 ServerUnaryReactor* ShoalService::Delete(CallbackServerContext* ctx, const v1::DeleteRequest* req,
                                          v1::DeleteResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "Delete");
+  auto* r = NewReactor(ctx, "Delete");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateIds(req->ids());
@@ -205,7 +209,7 @@ ServerUnaryReactor* ShoalService::Delete(CallbackServerContext* ctx, const v1::D
 
 ServerUnaryReactor* ShoalService::Get(CallbackServerContext* ctx, const v1::GetRequest* req,
                                       v1::GetResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "Get");
+  auto* r = NewReactor(ctx, "Get");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateIds(req->ids());
@@ -221,7 +225,7 @@ ServerUnaryReactor* ShoalService::Get(CallbackServerContext* ctx, const v1::GetR
 
 ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::SearchRequest* req,
                                          v1::SearchResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "Search");
+  auto* r = NewReactor(ctx, "Search");
   auto found = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = found.status();
   if (s.ok()) s = ValidateSearch(*req, (*found)->dim());
@@ -237,8 +241,7 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
   }
   metrics_->search_inflight().Increment();
   std::shared_ptr<storage::Collection> collection = *std::move(found);
-  auto token = TokenFor(ctx);
-  r->set_cancel_token(token);
+  const std::shared_ptr<core::CancelToken>& token = r->cancel_token();
 
   core::FlatSearchRequest search;
   const uint32_t dim = collection->dim();
@@ -287,7 +290,7 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
 ServerUnaryReactor* ShoalService::BuildIndex(CallbackServerContext* ctx,
                                              const v1::BuildIndexRequest* req,
                                              v1::BuildIndexResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "BuildIndex");
+  auto* r = NewReactor(ctx, "BuildIndex");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   if (c.ok()) {
     if ((*c)->manifest().index.type == core::IndexType::kFlat) {
@@ -305,7 +308,7 @@ ServerUnaryReactor* ShoalService::BuildIndex(CallbackServerContext* ctx,
 
 ServerUnaryReactor* ShoalService::Flush(CallbackServerContext* ctx, const v1::FlushRequest* req,
                                         v1::FlushResponse* resp) {
-  auto* r = new UnaryReactor(metrics_, "Flush");
+  auto* r = NewReactor(ctx, "Flush");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   if (c.ok()) {
     resp->set_message(

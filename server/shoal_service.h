@@ -22,6 +22,8 @@
 
 namespace shoal::server {
 
+class UnaryReactor;
+
 // The health service name of a collection: "shoal.v1.Shoal/<collection>".
 std::string CollectionHealthName(const std::string& collection);
 
@@ -82,6 +84,8 @@ class ShoalService final : public v1::Shoal::CallbackService {
 
  private:
   void FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const;
+  // The reactor for one unary call, with the call's deadline as its cancel token.
+  UnaryReactor* NewReactor(grpc::CallbackServerContext* ctx, const char* method) const;
 
   storage::Catalog* const catalog_;
   core::Executor* const cpu_;

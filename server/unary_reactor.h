@@ -20,13 +20,18 @@ namespace shoal::server {
 
 class UnaryReactor final : public grpc::ServerUnaryReactor {
  public:
-  UnaryReactor(Metrics* metrics, const char* method)
-      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {
+  // `token` carries the call's deadline; it is fixed at construction because OnCancel() may
+  // run on another thread at any moment after that.
+  UnaryReactor(Metrics* metrics, const char* method, std::shared_ptr<core::CancelToken> token)
+      : metrics_(metrics),
+        method_(method),
+        start_(std::chrono::steady_clock::now()),
+        token_(std::move(token)) {
     metrics_->RpcStarted();
   }
 
-  // The token cancelled when the client goes away. Set before the work starts.
-  void set_cancel_token(std::shared_ptr<core::CancelToken> token) { token_ = std::move(token); }
+  // Cancelled when the client goes away; expires at the client's deadline.
+  const std::shared_ptr<core::CancelToken>& cancel_token() const { return token_; }
 
   void FinishWith(const absl::Status& status) {
     const double seconds =
@@ -35,9 +40,7 @@ class UnaryReactor final : public grpc::ServerUnaryReactor {
     Finish(ToGrpc(status));
   }
 
-  void OnCancel() override {
-    if (token_) token_->Cancel();
-  }
+  void OnCancel() override { token_->Cancel(); }
   void OnDone() override {
     metrics_->RpcDone();
     delete this;
@@ -47,7 +50,7 @@ class UnaryReactor final : public grpc::ServerUnaryReactor {
   Metrics* const metrics_;
   const char* const method_;
   const std::chrono::steady_clock::time_point start_;
-  std::shared_ptr<core::CancelToken> token_;
+  const std::shared_ptr<core::CancelToken> token_;
 };
 
 }  // namespace shoal::server
