@@ -63,7 +63,7 @@ __attribute__((target("avx2,fma"))) float L2SqrAvx2(const float* a, const float*
 }
 
 __attribute__((target("avx2,fma"))) float InnerProductAvx2(const float* a, const float* b,
-                                                          size_t dim) {
+                                                           size_t dim) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
   size_t i = 0;
@@ -81,8 +81,7 @@ __attribute__((target("avx2,fma"))) float InnerProductAvx2(const float* a, const
 }
 
 // The tail uses a masked load, so there is no scalar remainder loop.
-__attribute__((target("avx512f"))) float L2SqrAvx512(const float* a, const float* b,
-                                                     size_t dim) {
+__attribute__((target("avx512f"))) float L2SqrAvx512(const float* a, const float* b, size_t dim) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
   size_t i = 0;
@@ -102,7 +101,8 @@ __attribute__((target("avx512f"))) float L2SqrAvx512(const float* a, const float
   }
   if (i < dim) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (dim - i)) - 1);
-    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, a + i), _mm512_maskz_loadu_ps(mask, b + i));
+    __m512 d =
+        _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, a + i), _mm512_maskz_loadu_ps(mask, b + i));
     acc1 = _mm512_fmadd_ps(d, d, acc1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));

@@ -141,8 +141,8 @@ class FlatSearchJob {
   SearchDone done_;
   const Clock::time_point submitted_;
   size_t num_groups_ = 0, num_parts_ = 0, rows_per_part_ = 0;
-  std::vector<TopK> partial_;       // [part][query]; each written by exactly one task
-  std::vector<QueryStats> stats_;   // [part][query]
+  std::vector<TopK> partial_;      // [part][query]; each written by exactly one task
+  std::vector<QueryStats> stats_;  // [part][query]
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> failed_{false};
   std::mutex error_mu_;

@@ -30,8 +30,6 @@ struct FlatSearchRequest {
   std::shared_ptr<const CancelToken> cancel;  // may be null: never cancelled
 };
 
-using SearchDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<QueryResult>>) &&>;
-
 // REQUIRES: request.queries.size() == request.num_queries * request.view.dim, k >= 1.
 void FlatSearch(Executor& executor, FlatSearchRequest request, SearchDone done);
 

@@ -7,6 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+
 namespace shoal::core {
 
 // A contiguous run of rows: vectors row-major with stride `dim`, the parallel ids, and an
@@ -50,5 +53,8 @@ struct QueryResult {
   std::vector<Neighbor> neighbors;  // nearest first
   QueryStats stats;
 };
+
+// Called once with one result per query, in request order, or the error that stopped the search.
+using SearchDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<QueryResult>>) &&>;
 
 }  // namespace shoal::core

@@ -1,4 +1,5 @@
-// TopK: keeps the k smallest (key, id) pairs pushed into it.
+// TopK: keeps the k smallest (key, id) items pushed into it. BasicTopK<Item> carries a payload
+// (the IVF engine's refine candidates remember where their raw vector lives).
 //
 // Keys follow core/base/metric.h: smaller is nearer for every metric. Ties are broken by the
 // smaller id so results are deterministic whatever order rows are scanned in.
@@ -21,9 +22,10 @@ struct ScoredId {
   }
 };
 
-class TopK {
+template <typename Item>
+class BasicTopK {
  public:
-  explicit TopK(size_t k) : k_(k) { heap_.reserve(k); }
+  explicit BasicTopK(size_t k) : k_(k) { heap_.reserve(k); }
 
   size_t k() const { return k_; }
   size_t size() const { return heap_.size(); }
@@ -33,9 +35,10 @@ class TopK {
     return heap_.size() < k_ ? std::numeric_limits<float>::infinity() : heap_.front().key;
   }
 
-  void Push(float key, uint64_t id) {
+  void Push(float key, uint64_t id) { Push(Item{key, id}); }
+
+  void Push(const Item& item) {
     if (k_ == 0) return;
-    const ScoredId item{key, id};
     if (heap_.size() < k_) {
       heap_.push_back(item);
       std::push_heap(heap_.begin(), heap_.end());
@@ -46,19 +49,21 @@ class TopK {
     }
   }
 
-  void Merge(const TopK& other) {
-    for (const ScoredId& item : other.heap_) Push(item.key, item.id);
+  void Merge(const BasicTopK& other) {
+    for (const Item& item : other.heap_) Push(item);
   }
 
-  // The kept pairs, nearest first. Leaves this TopK empty.
-  std::vector<ScoredId> Take() {
+  // The kept items, nearest first. Leaves this TopK empty.
+  std::vector<Item> Take() {
     std::sort_heap(heap_.begin(), heap_.end());
     return std::move(heap_);
   }
 
  private:
   size_t k_;
-  std::vector<ScoredId> heap_;  // max-heap on (key, id)
+  std::vector<Item> heap_;  // max-heap on (key, id)
 };
+
+using TopK = BasicTopK<ScoredId>;
 
 }  // namespace shoal::core

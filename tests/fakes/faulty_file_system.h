@@ -18,8 +18,8 @@ class FaultyFileSystem final : public storage::FileSystem {
   explicit FaultyFileSystem(storage::FileSystem* target) : target_(target) {}
 
   std::atomic<bool> fail_sync{false};
-  std::atomic<bool> fail_append{false};      // ENOSPC, nothing written
-  std::atomic<int> torn_append_bytes{-1};    // >= 0: write only this many bytes, then fail
+  std::atomic<bool> fail_append{false};    // ENOSPC, nothing written
+  std::atomic<int> torn_append_bytes{-1};  // >= 0: write only this many bytes, then fail
   std::atomic<bool> fail_read{false};
   std::atomic<int> syncs{0};
 
@@ -50,9 +50,7 @@ class FaultyFileSystem final : public storage::FileSystem {
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& p) override {
     return target_->ListDir(p);
   }
-  absl::StatusOr<uint64_t> FileSize(const std::string& p) override {
-    return target_->FileSize(p);
-  }
+  absl::StatusOr<uint64_t> FileSize(const std::string& p) override { return target_->FileSize(p); }
 
  private:
   class File final : public storage::WritableFile {

@@ -18,8 +18,8 @@ class Watchdog {
     thread_ = std::thread([this, bound] {
       std::unique_lock<std::mutex> lock(mu_);
       if (!cv_.wait_for(lock, bound, [this] { return done_; })) {
-        std::fprintf(stderr, "WATCHDOG: '%s' did not finish in %lld s: deadlock?\n",
-                     what_.c_str(), static_cast<long long>(bound.count()));
+        std::fprintf(stderr, "WATCHDOG: '%s' did not finish in %lld s: deadlock?\n", what_.c_str(),
+                     static_cast<long long>(bound.count()));
         std::abort();
       }
     });

@@ -197,7 +197,8 @@ TEST(FlatSearch, ManyConcurrentSearchesCompleteOnOneThread) {
   }
   executor.WaitIdle();
   EXPECT_EQ(done.load(), 200);
-  for (int i = 0; i < 200; ++i) EXPECT_EQ(first[i], data.Exact(queries.data() + i * 32, 5, Metric::kL2));
+  for (int i = 0; i < 200; ++i)
+    EXPECT_EQ(first[i], data.Exact(queries.data() + i * 32, 5, Metric::kL2));
 }
 
 }  // namespace

@@ -1,0 +1,121 @@
+#include "core/index/ivf_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "faiss/Clustering.h"
+#include "faiss/IndexFlat.h"
+#include "faiss/impl/ProductQuantizer.h"
+#include "faiss/impl/ScalarQuantizer.h"
+
+namespace shoal::core {
+
+size_t IvfModel::CodeSize() const {
+  switch (encoding) {
+    case VectorEncoding::kFlat:
+      return size_t(dim) * sizeof(float);
+    case VectorEncoding::kSq8:
+      return dim;
+    case VectorEncoding::kPq:
+      return (size_t(pq_m) * pq_nbits + 7) / 8;
+  }
+  return 0;
+}
+
+uint32_t DefaultNlist(uint64_t n) {
+  const double by_sqrt = std::round(4.0 * std::sqrt(double(n)));
+  const double cap = std::max<double>(1.0, double(n / 4));
+  return uint32_t(std::clamp(std::min(by_sqrt, cap), 1.0, 65536.0));
+}
+
+absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t dim, Metric metric,
+                                       const IvfTrainOptions& options) {
+  if (options.nlist == 0 || options.nlist > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nlist must be in [1, ", n, "] (the number of vectors), got ", options.nlist));
+  }
+  if (options.encoding == VectorEncoding::kPq && (options.pq_m == 0 || dim % options.pq_m != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_m must divide dim ", dim, ", got ", options.pq_m));
+  }
+  IvfModel model;
+  model.dim = dim;
+  model.metric = metric;
+  model.encoding = options.encoding;
+
+  faiss::ClusteringParameters cp;
+  cp.niter = options.kmeans_iterations;
+  cp.seed = int(options.seed);
+  cp.spherical = IsSimilarity(metric);
+  cp.max_points_per_centroid = 256;
+  cp.min_points_per_centroid = 1;  // no warning spam for small collections
+  faiss::Clustering clustering(int(dim), int(options.nlist), cp);
+  if (IsSimilarity(metric)) {
+    faiss::IndexFlatIP index{int(dim)};
+    clustering.train(faiss::Index::idx_t(n), vectors, index);
+  } else {
+    faiss::IndexFlatL2 index{int(dim)};
+    clustering.train(faiss::Index::idx_t(n), vectors, index);
+  }
+  model.centroids = std::move(clustering.centroids);
+
+  if (options.encoding == VectorEncoding::kSq8) {
+    faiss::ScalarQuantizer sq(dim, faiss::ScalarQuantizer::QT_8bit);
+    sq.train(n, vectors);
+    model.sq_vmin.assign(sq.trained.begin(), sq.trained.begin() + dim);
+    model.sq_vdiff.assign(sq.trained.begin() + dim, sq.trained.begin() + 2 * dim);
+  } else if (options.encoding == VectorEncoding::kPq) {
+    faiss::ProductQuantizer pq(dim, options.pq_m, 8);
+    pq.cp.seed = int(options.seed);
+    pq.cp.max_points_per_centroid = 256;
+    pq.cp.min_points_per_centroid = 1;  // small collections train anyway, without warnings
+    pq.verbose = false;
+    pq.train(n, vectors);
+    model.pq_m = options.pq_m;
+    model.pq_nbits = 8;
+    model.pq_codebooks = std::move(pq.centroids);
+  }
+  return model;
+}
+
+void AssignToCentroids(const IvfModel& model, const float* vectors, size_t n, uint32_t* assign) {
+  if (n == 0) return;
+  std::vector<float> distances(n);
+  std::vector<faiss::Index::idx_t> labels(n);
+  // FAISS's flat search batches through BLAS sgemm, which is what assigning many vectors to
+  // many centroids wants.
+  std::unique_ptr<faiss::IndexFlat> index;
+  if (IsSimilarity(model.metric)) {
+    index = std::make_unique<faiss::IndexFlatIP>(int(model.dim));
+  } else {
+    index = std::make_unique<faiss::IndexFlatL2>(int(model.dim));
+  }
+  index->add(faiss::Index::idx_t(model.nlist()), model.centroids.data());
+  index->search(faiss::Index::idx_t(n), vectors, 1, distances.data(), labels.data());
+  for (size_t i = 0; i < n; ++i) assign[i] = uint32_t(std::max<faiss::Index::idx_t>(0, labels[i]));
+}
+
+void EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes) {
+  switch (model.encoding) {
+    case VectorEncoding::kFlat:
+      std::memcpy(codes, vectors, n * model.dim * sizeof(float));
+      return;
+    case VectorEncoding::kSq8: {
+      faiss::ScalarQuantizer sq(model.dim, faiss::ScalarQuantizer::QT_8bit);
+      sq.trained = model.sq_vmin;
+      sq.trained.insert(sq.trained.end(), model.sq_vdiff.begin(), model.sq_vdiff.end());
+      sq.compute_codes(vectors, codes, n);
+      return;
+    }
+    case VectorEncoding::kPq: {
+      faiss::ProductQuantizer pq(model.dim, model.pq_m, model.pq_nbits);
+      pq.centroids = model.pq_codebooks;
+      pq.compute_codes(vectors, codes, n);
+      return;
+    }
+  }
+}
+
+}  // namespace shoal::core

@@ -1,0 +1,63 @@
+// IvfModel: what an IVF segment needs to route a query and to encode and score vectors — the
+// coarse centroids and the vector encoding's parameters (SQ8 ranges or PQ codebooks).
+//
+// Training and encoding use FAISS (k-means, ScalarQuantizer QT_8bit, ProductQuantizer); the
+// scan kernels that read the codes are ours (core/index/scan_kernels.h). Both SQ8 and PQ encode
+// the vector itself, not its residual to the centroid: one distance table per query then
+// serves every partition, which is what lets a task scan one partition for many queries.
+//
+// The FAISS calls run on the calling thread; callers keep OpenMP at one thread (I-2, the
+// TbbExecutor does) and get parallelism by running chunks as separate tasks.
+//
+// Thread-safety: an IvfModel is immutable once trained; every function here is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/base/metric.h"
+
+namespace shoal::core {
+
+enum class VectorEncoding : uint8_t { kFlat = 1, kSq8 = 2, kPq = 3 };
+
+struct IvfModel {
+  uint32_t dim = 0;
+  Metric metric = Metric::kL2;
+  VectorEncoding encoding = VectorEncoding::kFlat;
+  std::vector<float> centroids;          // nlist * dim
+  std::vector<float> sq_vmin, sq_vdiff;  // SQ8: dim each; x = vmin + (code + 0.5) / 255 * vdiff
+  uint32_t pq_m = 0, pq_nbits = 0;
+  std::vector<float> pq_codebooks;  // PQ: m * 2^nbits * (dim / m), FAISS's layout
+
+  size_t nlist() const { return dim ? centroids.size() / dim : 0; }
+  // Bytes of one encoded vector.
+  size_t CodeSize() const;
+};
+
+struct IvfTrainOptions {
+  uint32_t nlist = 0;  // REQUIRES: >= 1; at most the number of training vectors
+  VectorEncoding encoding = VectorEncoding::kFlat;
+  uint32_t pq_m = 0;  // PQ only; must divide dim
+  int kmeans_iterations = 10;
+  uint64_t seed = 1234;
+};
+
+// The nlist that BuildIndex picks when none is given: about 4 * sqrt(n), in [1, 65536], and
+// never more than n / 4 so that partitions are not nearly empty.
+uint32_t DefaultNlist(uint64_t n);
+
+// Trains centroids (and the SQ8 ranges or PQ codebooks) on `n` row-major vectors. The caller
+// samples (at most 256 vectors per centroid is plenty). Inner-product metrics train spherical
+// k-means.
+absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t dim, Metric metric,
+                                       const IvfTrainOptions& options);
+
+// assign[i] = the nearest centroid of vector i (by the model's metric).
+void AssignToCentroids(const IvfModel& model, const float* vectors, size_t n, uint32_t* assign);
+
+// Writes n * CodeSize() bytes of codes.
+void EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes);
+
+}  // namespace shoal::core

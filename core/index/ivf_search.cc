@@ -1,0 +1,544 @@
+#include "core/index/ivf_search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "core/index/distance.h"
+#include "core/index/partition_scan.h"
+#include "core/index/topk.h"
+
+namespace shoal::core {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kExact = UINT32_MAX;  // candidate key is exact (memtable or FLAT segment)
+constexpr size_t kMemtableRowsPerWork = 16384;
+
+std::atomic<uint64_t> g_next_query_seq{1};
+
+uint64_t MicrosSince(Clock::time_point start) {
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+}
+
+struct Candidate {
+  float key = 0;
+  uint64_t id = 0;
+  uint32_t segment = kExact;  // where the raw vector lives, for refine
+  uint32_t partition = 0;
+  uint32_t row = 0;
+  friend bool operator<(const Candidate& a, const Candidate& b) {
+    return a.key < b.key || (a.key == b.key && a.id < b.id);
+  }
+};
+using CandidateTopK = BasicTopK<Candidate>;
+
+// One unit of scanning: a segment's partition, or a range of memtable rows.
+struct Work {
+  uint32_t segment = kExact;  // kExact: memtable block `partition`, rows [row_begin, +rows)
+  uint32_t partition = 0;
+  size_t row_begin = 0, rows = 0;
+  uint64_t bytes = 0;
+  uint32_t rank = 0;  // nearest probe rank among its queries
+  std::vector<uint32_t> queries;
+};
+
+struct ReadyItem {
+  size_t work = 0;
+  PartitionData data;
+};
+
+// Per-task results, merged into the job under its lock when the task ends.
+struct TaskResults {
+  explicit TaskResults(size_t nq) : topk(nq), stats(nq) {}
+  std::vector<std::optional<CandidateTopK>> topk;
+  std::vector<QueryStats> stats;
+};
+
+class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
+ public:
+  IvfSearchJob(Executor& executor, IvfSearchRequest request, SearchDone done)
+      : executor_(executor),
+        req_(std::move(request)),
+        done_(std::move(done)),
+        query_seq_(g_next_query_seq.fetch_add(1)),
+        max_tasks_(size_t(std::max(1, executor.concurrency()))),
+        memtable_model_{req_.dim, req_.metric, VectorEncoding::kFlat, {}, {}, {}, 0, 0, {}},
+        stats_(req_.num_queries) {
+    for (const IvfSegmentRef& s : req_.segments) {
+      if (s.model->encoding != VectorEncoding::kFlat) refine_ = req_.refine_factor > 0;
+    }
+    candidates_per_query_ = req_.k * (refine_ ? req_.refine_factor : 1);
+    for (size_t q = 0; q < req_.num_queries; ++q) candidates_.emplace_back(candidates_per_query_);
+  }
+
+  void Submit(void (IvfSearchJob::*method)()) {
+    executor_.Submit([self = shared_from_this(), method] { ((*self).*method)(); });
+  }
+
+  // The first task: coarse search, the partition-major plan, prepared queries.
+  void Route() {
+    const Clock::time_point start = Clock::now();
+    if (absl::Status s = CheckCancel(); !s.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      FailLocked(std::move(s));
+    } else {
+      Plan();
+    }
+    const uint64_t route_us = MicrosSince(start);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (QueryStats& s : stats_) s.cpu_us += route_us / std::max<size_t>(1, req_.num_queries);
+      routed_ = true;
+    }
+    Progress();
+  }
+
+ private:
+  absl::Status CheckCancel() const { return req_.cancel ? req_.cancel->Check() : absl::OkStatus(); }
+
+  void Plan() {
+    const size_t nq = req_.num_queries, dim = req_.dim;
+    std::vector<Work> work;
+    std::vector<float> dist;
+    std::vector<uint32_t> order;
+    for (uint32_t s = 0; s < req_.segments.size(); ++s) {
+      const IvfSegmentRef& seg = req_.segments[s];
+      const IvfModel& model = *seg.model;
+      const size_t nlist = model.nlist();
+      const size_t nprobe = std::min<size_t>(std::max<uint32_t>(1, req_.nprobe), nlist);
+      std::vector<int64_t> work_of(nlist, -1);
+      dist.resize(nlist);
+      order.resize(nlist);
+      for (uint32_t q = 0; q < nq; ++q) {
+        const float* query = req_.queries.data() + size_t(q) * dim;
+        if (IsSimilarity(model.metric)) {
+          InnerProductMany(query, model.centroids.data(), nlist, dim, dist.data());
+          for (float& d : dist) d = -d;
+        } else {
+          L2SqrMany(query, model.centroids.data(), nlist, dim, dist.data());
+        }
+        for (uint32_t i = 0; i < nlist; ++i) order[i] = i;
+        std::partial_sort(order.begin(), order.begin() + nprobe, order.end(),
+                          [&](uint32_t a, uint32_t b) {
+                            return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
+                          });
+        for (uint32_t rank = 0; rank < nprobe; ++rank) {
+          const uint32_t p = order[rank];
+          if (seg.partition_rows[p] == 0) continue;
+          if (work_of[p] < 0) {
+            work_of[p] = int64_t(work.size());
+            Work w;
+            w.segment = s;
+            w.partition = p;
+            w.bytes = seg.partition_bytes[p];
+            w.rank = rank;
+            work.push_back(std::move(w));
+          }
+          Work& w = work[size_t(work_of[p])];
+          w.rank = std::min(w.rank, rank);
+          w.queries.push_back(q);
+        }
+      }
+      prepared_.push_back(std::make_unique<PreparedQueries>(model, req_.queries.data(), nq));
+    }
+    // Nearest first across segments: every query's first partitions are read before anyone's
+    // far ones.
+    std::stable_sort(work.begin(), work.end(),
+                     [](const Work& a, const Work& b) { return a.rank < b.rank; });
+
+    // Memtable ranges go first in work_ and are ready at once; segment work follows, fetched
+    // in plan order from next_fetch_.
+    std::vector<Work> memtable_work;
+    std::vector<uint32_t> all(nq);
+    for (uint32_t q = 0; q < nq; ++q) all[q] = q;
+    if (req_.memtable.dim == dim && nq > 0) {
+      memtable_prepared_ =
+          std::make_unique<PreparedQueries>(memtable_model_, req_.queries.data(), nq);
+      for (uint32_t b = 0; b < req_.memtable.blocks.size(); ++b) {
+        const size_t rows = req_.memtable.blocks[b].rows;
+        for (size_t r = 0; r < rows; r += kMemtableRowsPerWork) {
+          Work w;
+          w.partition = b;
+          w.row_begin = r;
+          w.rows = std::min(kMemtableRowsPerWork, rows - r);
+          w.bytes = w.rows * dim * sizeof(float);
+          w.queries = all;
+          memtable_work.push_back(std::move(w));
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    work_ = std::move(memtable_work);
+    for (size_t i = 0; i < work_.size(); ++i) ready_.push_back({i, {}});
+    next_fetch_ = work_.size();
+    for (Work& w : work) work_.push_back(std::move(w));
+  }
+
+  // Decides what to do next under the lock and does it without the lock: fetch more partitions,
+  // submit scan tasks, release dropped pins, or move on to refine / finish.
+  void Progress() {
+    std::vector<size_t> fetches;
+    std::vector<ReadyItem> dropped;
+    size_t tasks = 0;
+    bool stage_done = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!routed_) return;
+      if (failed_) {
+        scanned_ += ready_.size();
+        for (ReadyItem& item : ready_) {
+          if (work_[item.work].segment != kExact) pinned_bytes_ -= work_[item.work].bytes;
+          dropped.push_back(std::move(item));
+        }
+        ready_.clear();
+        scanned_ += work_.size() - next_fetch_;  // never fetched
+        next_fetch_ = work_.size();
+      }
+      while (next_fetch_ < work_.size()) {
+        const Work& w = work_[next_fetch_];
+        if (pinned_bytes_ > 0 && pinned_bytes_ + w.bytes > req_.options.max_pinned_bytes) break;
+        pinned_bytes_ += w.bytes;
+        ++fetches_in_flight_;
+        fetches.push_back(next_fetch_++);
+      }
+      if (fetches.empty()) {
+        while (!ready_.empty() && active_tasks_ + tasks < max_tasks_ && tasks < ready_.size()) {
+          ++tasks;
+        }
+        active_tasks_ += tasks;
+      } else {
+        ++issuing_;
+      }
+      if (fetches.empty() && !finishing_ && active_tasks_ == 0 && fetches_in_flight_ == 0 &&
+          issuing_ == 0 && scanned_ == work_.size()) {
+        finishing_ = true;
+        stage_done = true;
+      }
+    }
+    dropped.clear();  // unpin outside the lock
+    for (size_t w : fetches) StartFetch(w);
+    if (!fetches.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --issuing_;
+      }
+      return Progress();  // now schedule tasks for whatever the fetches answered inline
+    }
+    for (size_t i = 0; i < tasks; ++i) Submit(&IvfSearchJob::Scan);
+    if (stage_done) Submit(&IvfSearchJob::FinishScan);
+  }
+
+  void StartFetch(size_t index) {
+    const Work& w = work_[index];
+    PartitionFetch fetch;
+    fetch.partition = w.partition;
+    fetch.query_seq = query_seq_;
+    fetch.rank = w.rank;
+    fetch.cancel = req_.cancel;
+    req_.segments[w.segment].source->Fetch(
+        fetch, [self = shared_from_this(), index](absl::StatusOr<PartitionData> data) {
+          self->OnFetched(index, std::move(data));
+        });
+  }
+
+  // Runs on the I/O thread (or inline): bookkeeping only, never a scan (DESIGN.md §3 step 4).
+  void OnFetched(size_t index, absl::StatusOr<PartitionData> data) {
+    bool progress = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --fetches_in_flight_;
+      if (!data.ok()) {
+        pinned_bytes_ -= work_[index].bytes;
+        ++scanned_;
+        FailLocked(data.status());
+      } else {
+        ready_.push_back({index, *std::move(data)});
+      }
+      progress = issuing_ == 0;  // the issuing thread calls Progress() when it is done
+    }
+    if (progress) Progress();
+  }
+
+  void FailLocked(absl::Status status) {
+    if (!failed_) error_ = std::move(status);
+    failed_ = true;
+  }
+
+  // A scan task: takes a share of what is ready (1..K partitions, <= B bytes), scans, merges.
+  void Scan() {
+    std::vector<ReadyItem> batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const size_t share = std::clamp<size_t>((ready_.size() + max_tasks_ - 1) / max_tasks_, 1,
+                                              req_.options.batch_partitions);
+      uint64_t bytes = 0;
+      while (
+          !ready_.empty() && batch.size() < share &&
+          (batch.empty() || bytes + work_[ready_.front().work].bytes <= req_.options.batch_bytes)) {
+        bytes += work_[ready_.front().work].bytes;
+        batch.push_back(std::move(ready_.front()));
+        ready_.pop_front();
+      }
+    }
+    TaskResults results(req_.num_queries);
+    absl::Status status;
+    for (ReadyItem& item : batch) {
+      if (status.ok()) status = CheckCancel();
+      if (status.ok()) ScanItem(item, &results);
+      item.data.pin.reset();  // unpin as soon as the partition is scanned
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t q = 0; q < req_.num_queries; ++q) {
+        if (results.topk[q]) candidates_[q].Merge(*results.topk[q]);
+        Add(results.stats[q], &stats_[q]);
+      }
+      for (const ReadyItem& item : batch) {
+        if (work_[item.work].segment != kExact) pinned_bytes_ -= work_[item.work].bytes;
+      }
+      scanned_ += batch.size();
+      --active_tasks_;
+      if (!status.ok()) FailLocked(std::move(status));
+    }
+    Progress();
+  }
+
+  static void Add(const QueryStats& from, QueryStats* to) {
+    to->partitions_probed += from.partitions_probed;
+    to->partitions_cached += from.partitions_cached;
+    to->bytes_read += from.bytes_read;
+    to->vectors_scanned += from.vectors_scanned;
+    to->queue_us += from.queue_us;
+    to->io_us += from.io_us;
+    to->cpu_us += from.cpu_us;
+  }
+
+  void ScanItem(const ReadyItem& item, TaskResults* results) {
+    const Clock::time_point start = Clock::now();
+    const Work& w = work_[item.work];
+    const bool memtable = w.segment == kExact;
+    const uint8_t* codes;
+    const uint64_t* ids;
+    const std::atomic<uint8_t>* dead_flags = nullptr;
+    const IdFilter* filter = nullptr;
+    size_t n;
+    const PreparedQueries* prepared;
+    bool exact = true;
+    if (memtable) {
+      const VectorBlock& block = req_.memtable.blocks[w.partition];
+      codes = reinterpret_cast<const uint8_t*>(block.vectors + w.row_begin * req_.dim);
+      ids = block.ids + w.row_begin;
+      if (block.dead) dead_flags = block.dead + w.row_begin;
+      n = w.rows;
+      prepared = memtable_prepared_.get();
+    } else {
+      codes = item.data.codes;
+      ids = item.data.ids;
+      n = item.data.count;
+      filter = req_.segments[w.segment].dead.get();
+      prepared = prepared_[w.segment].get();
+      exact = prepared->model().encoding == VectorEncoding::kFlat;
+    }
+    const size_t nq = w.queries.size();
+    scratch_keys_.resize(nq * n);  // thread_local below
+    ScorePartition(*prepared, w.queries.data(), nq, codes, n, scratch_keys_.data(), &scratch_);
+    for (size_t j = 0; j < nq; ++j) {
+      const uint32_t q = w.queries[j];
+      std::optional<CandidateTopK>& best = results->topk[q];
+      if (!best) best.emplace(candidates_per_query_);
+      const float* keys = scratch_keys_.data() + j * n;
+      for (size_t i = 0; i < n; ++i) {
+        if (keys[i] > best->threshold()) continue;
+        if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
+        if (filter && filter->IsDead(ids[i])) continue;
+        Candidate c{keys[i], ids[i], exact ? kExact : w.segment, w.partition, uint32_t(i)};
+        best->Push(c);
+      }
+    }
+    const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, nq);
+    for (uint32_t q : w.queries) {
+      QueryStats& s = results->stats[q];
+      s.vectors_scanned += n;
+      s.cpu_us += cpu_us;
+      if (memtable) continue;
+      ++s.partitions_probed;
+      s.partitions_cached += item.data.cached ? 1 : 0;
+      s.bytes_read += item.data.bytes_read;
+      s.queue_us += item.data.queue_us;
+      s.io_us += item.data.io_us;
+    }
+  }
+
+  // Every partition is scanned (or the request failed): refine or answer.
+  void FinishScan() {
+    std::vector<std::vector<Candidate>> per_query(req_.num_queries);
+    bool failed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed = failed_;
+      for (size_t q = 0; q < req_.num_queries; ++q) per_query[q] = candidates_[q].Take();
+    }
+    if (failed || !refine_) {
+      finals_ = std::move(per_query);
+      return Answer();
+    }
+    StartRefine(std::move(per_query));
+  }
+
+  // Groups the approximate candidates by segment and reads their raw vectors.
+  void StartRefine(std::vector<std::vector<Candidate>> per_query) {
+    struct Pending {
+      std::vector<RowRef> rows;
+      std::vector<std::pair<uint32_t, Candidate>> owners;  // (query, candidate)
+    };
+    std::vector<Pending> by_segment(req_.segments.size());
+    refined_.assign(req_.num_queries, TopK(req_.k));
+    exact_.assign(req_.num_queries, {});
+    for (uint32_t q = 0; q < req_.num_queries; ++q) {
+      for (const Candidate& c : per_query[q]) {
+        if (c.segment == kExact) {
+          exact_[q].push_back(c);
+          continue;
+        }
+        by_segment[c.segment].rows.push_back({c.partition, c.row});
+        by_segment[c.segment].owners.push_back({q, c});
+      }
+    }
+    std::vector<uint32_t> reads;
+    for (uint32_t s = 0; s < by_segment.size(); ++s) {
+      if (!by_segment[s].rows.empty()) reads.push_back(s);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refine_reads_ = reads.size();
+    }
+    if (reads.empty()) return RefineDone();
+    for (uint32_t s : reads) {
+      PartitionFetch priority;
+      priority.query_seq = query_seq_;
+      priority.cancel = req_.cancel;
+      auto owners = std::make_shared<std::vector<std::pair<uint32_t, Candidate>>>(
+          std::move(by_segment[s].owners));
+      req_.segments[s].source->ReadRaw(
+          std::move(by_segment[s].rows), priority,
+          [self = shared_from_this(), owners](absl::StatusOr<RawRows> raw) mutable {
+            // On the I/O thread: hand the distance work to the arena.
+            self->executor_.Submit([self, owners, raw = std::move(raw)]() mutable {
+              self->Refine(*owners, std::move(raw));
+            });
+          });
+    }
+  }
+
+  void Refine(const std::vector<std::pair<uint32_t, Candidate>>& owners,
+              absl::StatusOr<RawRows> raw) {
+    const Clock::time_point start = Clock::now();
+    absl::Status status = raw.status();
+    if (status.ok()) status = CheckCancel();
+    std::vector<std::pair<uint32_t, Candidate>> exact;
+    if (status.ok()) {
+      exact.reserve(owners.size());
+      for (size_t i = 0; i < owners.size(); ++i) {
+        const float* v = raw->vectors.data() + i * req_.dim;
+        const float* query = req_.queries.data() + size_t(owners[i].first) * req_.dim;
+        const float d = IsSimilarity(req_.metric) ? -InnerProduct(query, v, req_.dim)
+                                                  : L2Sqr(query, v, req_.dim);
+        Candidate c = owners[i].second;
+        c.key = d;
+        exact.push_back({owners[i].first, c});
+      }
+    }
+    const uint64_t cpu_us = MicrosSince(start);
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!status.ok()) FailLocked(std::move(status));
+      for (const auto& [q, c] : exact) {
+        refined_[q].Push(c.key, c.id);
+        stats_[q].bytes_read += req_.dim * sizeof(float);
+        stats_[q].cpu_us += cpu_us / std::max<size_t>(1, exact.size());
+      }
+      last = --refine_reads_ == 0;
+    }
+    if (last) RefineDone();
+  }
+
+  void RefineDone() {
+    finals_.assign(req_.num_queries, {});
+    for (size_t q = 0; q < req_.num_queries; ++q) {
+      for (const Candidate& c : exact_[q]) refined_[q].Push(c.key, c.id);
+      for (const ScoredId& s : refined_[q].Take()) finals_[q].push_back({s.key, s.id});
+    }
+    Answer();
+  }
+
+  void Answer() {
+    absl::Status error;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_) error = error_;
+    }
+    if (!error.ok()) return std::move(done_)(std::move(error));
+    std::vector<QueryResult> results(req_.num_queries);
+    for (size_t q = 0; q < req_.num_queries; ++q) {
+      const size_t n = std::min(req_.k, finals_[q].size());
+      for (size_t i = 0; i < n; ++i) {
+        results[q].neighbors.push_back({finals_[q][i].id, FromKey(req_.metric, finals_[q][i].key)});
+      }
+      results[q].stats = stats_[q];
+    }
+    std::move(done_)(std::move(results));
+  }
+
+  Executor& executor_;
+  const IvfSearchRequest req_;
+  SearchDone done_;
+  const uint64_t query_seq_;
+  const size_t max_tasks_;
+  const IvfModel memtable_model_;
+  bool refine_ = false;
+  size_t candidates_per_query_ = 0;
+  std::vector<std::unique_ptr<PreparedQueries>> prepared_;  // per segment; set by Route
+  std::unique_ptr<PreparedQueries> memtable_prepared_;
+  std::vector<Work> work_;  // immutable once routed_
+
+  std::mutex mu_;
+  bool routed_ = false;                    // guarded by mu_
+  bool failed_ = false;                    // guarded by mu_
+  bool finishing_ = false;                 // guarded by mu_
+  absl::Status error_;                     // guarded by mu_
+  size_t next_fetch_ = 0;                  // guarded by mu_
+  size_t fetches_in_flight_ = 0;           // guarded by mu_
+  size_t issuing_ = 0;                     // guarded by mu_: threads inside StartFetch loops
+  size_t active_tasks_ = 0;                // guarded by mu_
+  size_t scanned_ = 0;                     // guarded by mu_: work items finished or dropped
+  uint64_t pinned_bytes_ = 0;              // guarded by mu_
+  std::deque<ReadyItem> ready_;            // guarded by mu_
+  std::vector<CandidateTopK> candidates_;  // guarded by mu_
+  std::vector<QueryStats> stats_;          // guarded by mu_
+  size_t refine_reads_ = 0;                // guarded by mu_
+  std::vector<TopK> refined_;              // guarded by mu_
+  std::vector<std::vector<Candidate>> exact_;
+  std::vector<std::vector<Candidate>> finals_;
+
+  static thread_local std::vector<float> scratch_keys_;
+  static thread_local PartitionScratch scratch_;
+};
+
+thread_local std::vector<float> IvfSearchJob::scratch_keys_;
+thread_local PartitionScratch IvfSearchJob::scratch_;
+
+}  // namespace
+
+void IvfSearch(Executor& executor, IvfSearchRequest request, SearchDone done) {
+  auto job = std::make_shared<IvfSearchJob>(executor, std::move(request), std::move(done));
+  job->Submit(&IvfSearchJob::Route);
+}
+
+}  // namespace shoal::core

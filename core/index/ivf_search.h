@@ -1,0 +1,72 @@
+// IvfSearch: the query engine. Searches a batch of queries over IVF segments (through their
+// PartitionSource) and a memtable view (exactly), without ever waiting on the CPU arena.
+//
+// The path (DESIGN.md §3): a routing task picks each query's `nprobe` nearest partitions per
+// segment and merges the queries' lists into one plan, partition-major: a partition probed by
+// several queries of the batch is fetched and scanned once for all of them. Fetches are issued
+// nearest first while the request's pinned bytes stay under `max_pinned_bytes` (at least one
+// is always in flight, so an oversized partition cannot stall a query) — prefetch depth comes
+// from this byte budget, never from the number of CPU threads. Each completion marks its
+// partition ready and, when fewer than executor.concurrency() tasks of this request are
+// running, submits one. A task takes what is ready now (at least one partition, at most
+// `batch_partitions` or `batch_bytes`), checks cancellation before each partition, scans,
+// merges into the per-query top-k and returns: waiting is expressed by returning (I-1).
+//
+// Refine (SQ8/PQ segments, refine_factor > 0): the best k * refine_factor candidates are
+// re-ranked with exact distances from raw vectors read through PartitionSource::ReadRaw,
+// another asynchronous stage. `done` runs once, on an executor thread, after every fetch has
+// answered (so no pin or budget outlives the request).
+//
+// Thread-safety: IvfSearch may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/base/cancel.h"
+#include "core/exec/executor.h"
+#include "core/index/ivf_model.h"
+#include "core/index/partition_source.h"
+#include "core/index/search_types.h"
+
+namespace shoal::core {
+
+// Rows of a segment that were deleted or superseded after the segment was written.
+class IdFilter {
+ public:
+  virtual ~IdFilter() = default;
+  virtual bool IsDead(uint64_t id) const = 0;
+};
+
+struct IvfSegmentRef {
+  std::shared_ptr<const IvfModel> model;
+  std::vector<uint64_t> partition_bytes;  // per partition, for the pinned-bytes budget
+  std::vector<uint64_t> partition_rows;   // per partition; empty partitions are not fetched
+  std::shared_ptr<PartitionSource> source;
+  std::shared_ptr<const IdFilter> dead;  // may be null: every row is live
+};
+
+struct IvfSearchOptions {
+  size_t batch_partitions = 16;             // K: partitions per task, at most
+  uint64_t batch_bytes = 8ull << 20;        // B: bytes per task, at most (>= 1 partition)
+  uint64_t max_pinned_bytes = 64ull << 20;  // fetched but not yet scanned, per request
+};
+
+struct IvfSearchRequest {
+  std::vector<IvfSegmentRef> segments;
+  FlatView memtable;           // not yet indexed rows, searched exactly (dim may be 0: none)
+  std::vector<float> queries;  // num_queries * dim; cosine queries already normalised
+  size_t num_queries = 0;
+  uint32_t dim = 0;
+  size_t k = 10;
+  Metric metric = Metric::kL2;
+  uint32_t nprobe = 16;
+  uint32_t refine_factor = 0;
+  std::shared_ptr<const CancelToken> cancel;  // may be null
+  IvfSearchOptions options;
+};
+
+void IvfSearch(Executor& executor, IvfSearchRequest request, SearchDone done);
+
+}  // namespace shoal::core

@@ -1,0 +1,65 @@
+// PartitionSource: where the IVF query engine gets the bytes of one segment's partitions and,
+// for refine, the full-precision vectors of single rows. storage/ implements it over the
+// IoScheduler and the PartitionCache; tests implement it in memory with completions they
+// release in any order they like.
+//
+// Contract: every call answers exactly once, with data or an error, on any thread — possibly
+// inline, before the call returns. Callbacks must not block (they run on the I/O thread).
+//
+// Thread-safety: implementations are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "core/base/cancel.h"
+
+namespace shoal::core {
+
+struct PartitionFetch {
+  uint32_t partition = 0;
+  uint64_t query_seq = 0;  // smaller = older; the I/O scheduler serves older queries first
+  uint32_t rank = 0;       // the partition's probe rank in its query, 0 = nearest
+  std::shared_ptr<const CancelToken> cancel;  // may be null
+};
+
+// One partition's rows: `count` codes of the segment's code size, then `count` ids. Valid
+// while `pin` is held; dropping it unpins the partition in the cache.
+struct PartitionData {
+  const uint8_t* codes = nullptr;
+  const uint64_t* ids = nullptr;
+  size_t count = 0;
+  std::shared_ptr<const void> pin;
+  bool cached = false;      // answered from memory, no read
+  uint64_t bytes_read = 0;  // bytes read from disk for this answer
+  uint64_t queue_us = 0;    // waiting in the I/O scheduler
+  uint64_t io_us = 0;       // in the kernel
+};
+
+struct RowRef {
+  uint32_t partition = 0;
+  uint32_t row = 0;  // index within the partition
+};
+
+struct RawRows {
+  std::vector<float> vectors;  // rows.size() * dim, in the order asked
+  uint64_t bytes_read = 0;
+};
+
+class PartitionSource {
+ public:
+  using FetchDone = absl::AnyInvocable<void(absl::StatusOr<PartitionData>) &&>;
+  using RawDone = absl::AnyInvocable<void(absl::StatusOr<RawRows>) &&>;
+
+  virtual ~PartitionSource() = default;
+
+  virtual void Fetch(const PartitionFetch& fetch, FetchDone done) = 0;
+  // Full-precision vectors of `rows` (refine for SQ8/PQ segments).
+  virtual void ReadRaw(std::vector<RowRef> rows, const PartitionFetch& priority, RawDone done) = 0;
+};
+
+}  // namespace shoal::core

@@ -1,0 +1,172 @@
+#include "core/index/ivf_model.h"
+
+#include <random>
+
+#include "core/index/distance.h"
+#include "core/index/partition_scan.h"
+#include "core/index/scan_kernels.h"
+#include "faiss/impl/ProductQuantizer.h"
+#include "faiss/impl/ScalarQuantizer.h"
+#include "gtest/gtest.h"
+
+namespace shoal::core {
+namespace {
+
+std::vector<float> Gaussian(size_t n, size_t dim, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n * dim);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> levels{SimdLevel::kScalar};
+  if (DetectSimdLevel() >= SimdLevel::kAvx2) levels.push_back(SimdLevel::kAvx2);
+  if (DetectSimdLevel() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  return levels;
+}
+
+TEST(IvfModel, DefaultNlistFollowsFourRootN) {
+  EXPECT_EQ(DefaultNlist(1), 1u);
+  EXPECT_EQ(DefaultNlist(60000), 980u);
+  EXPECT_EQ(DefaultNlist(100), 25u);  // capped at n / 4
+  EXPECT_EQ(DefaultNlist(uint64_t(1) << 40), 65536u);
+}
+
+TEST(IvfModel, RejectsBadParameters) {
+  const auto x = Gaussian(100, 8, 1);
+  IvfTrainOptions o;
+  o.nlist = 200;
+  EXPECT_FALSE(TrainIvfModel(x.data(), 100, 8, Metric::kL2, o).ok());
+  o.nlist = 4;
+  o.encoding = VectorEncoding::kPq;
+  o.pq_m = 3;
+  EXPECT_FALSE(TrainIvfModel(x.data(), 100, 8, Metric::kL2, o).ok());
+}
+
+TEST(IvfModel, AssignsEveryVectorToItsNearestCentroid) {
+  const size_t n = 2000, dim = 16;
+  const auto x = Gaussian(n, dim, 2);
+  for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
+    IvfTrainOptions o;
+    o.nlist = 20;
+    auto model = TrainIvfModel(x.data(), n, dim, metric, o);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_EQ(model->nlist(), 20u);
+    std::vector<uint32_t> assign(n);
+    AssignToCentroids(*model, x.data(), n, assign.data());
+    for (size_t i = 0; i < n; i += 97) {
+      uint32_t best = 0;
+      float best_d = 0;
+      for (uint32_t c = 0; c < 20; ++c) {
+        const float* cv = model->centroids.data() + c * dim;
+        const float d = metric == Metric::kL2 ? L2Sqr(x.data() + i * dim, cv, dim)
+                                              : -InnerProduct(x.data() + i * dim, cv, dim);
+        if (c == 0 || d < best_d) best = c, best_d = d;
+      }
+      EXPECT_EQ(assign[i], best) << i;
+    }
+  }
+}
+
+TEST(ScanKernels, Sq8MatchesFaissDecodeAtEveryLevel) {
+  const size_t n = 50, dim = 37;  // odd dim exercises the tails
+  const auto x = Gaussian(n, dim, 3);
+  IvfTrainOptions o;
+  o.nlist = 2;
+  o.encoding = VectorEncoding::kSq8;
+  auto model = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
+  ASSERT_TRUE(model.ok());
+  std::vector<uint8_t> codes(n * dim);
+  EncodeVectors(*model, x.data(), n, codes.data());
+  faiss::ScalarQuantizer sq(dim, faiss::ScalarQuantizer::QT_8bit);
+  sq.trained = model->sq_vmin;
+  sq.trained.insert(sq.trained.end(), model->sq_vdiff.begin(), model->sq_vdiff.end());
+  std::vector<float> decoded(n * dim);
+  sq.decode(codes.data(), decoded.data(), n);
+
+  const auto q = Gaussian(1, dim, 4);
+  std::vector<float> scale(dim), offset(dim), a(dim), w(dim);
+  float ip_const = 0;
+  for (size_t d = 0; d < dim; ++d) {
+    scale[d] = model->sq_vdiff[d] / 255.0f;
+    offset[d] = model->sq_vmin[d] + 0.5f * scale[d];
+    a[d] = q[d] - offset[d];
+    w[d] = q[d] * scale[d];
+    ip_const += q[d] * offset[d];
+  }
+  std::vector<float> ours(n * dim);
+  Sq8Decode(offset.data(), scale.data(), codes.data(), n, dim, ours.data());
+  for (size_t i = 0; i < n * dim; ++i) ASSERT_NEAR(ours[i], decoded[i], 1e-5);
+  for (SimdLevel level : Levels()) {
+    std::vector<float> l2(n), dot(n);
+    Sq8L2ManyAt(level, a.data(), scale.data(), codes.data(), n, dim, l2.data());
+    Sq8DotManyAt(level, w.data(), codes.data(), n, dim, dot.data());
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(l2[i], L2SqrAt(SimdLevel::kScalar, q.data(), &decoded[i * dim], dim), 1e-3);
+      EXPECT_NEAR(dot[i] + ip_const,
+                  InnerProductAt(SimdLevel::kScalar, q.data(), &decoded[i * dim], dim), 1e-3);
+    }
+  }
+}
+
+TEST(ScanKernels, PqScanMatchesFaissDistanceTables) {
+  const size_t n = 3000, dim = 32, m = 8;
+  const auto x = Gaussian(n, dim, 5);
+  IvfTrainOptions o;
+  o.nlist = 4;
+  o.encoding = VectorEncoding::kPq;
+  o.pq_m = m;
+  auto model = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->CodeSize(), m);
+  std::vector<uint8_t> codes(n * m);
+  EncodeVectors(*model, x.data(), n, codes.data());
+  faiss::ProductQuantizer pq(dim, m, 8);
+  pq.centroids = model->pq_codebooks;
+  const auto q = Gaussian(1, dim, 6);
+  std::vector<float> tables(m * 256);
+  pq.compute_distance_table(q.data(), tables.data());
+  std::vector<float> ours(n);
+  PqScan(tables.data(), m, codes.data(), n, ours.data());
+  std::vector<float> decoded(dim);
+  for (size_t i = 0; i < n; i += 13) {
+    pq.decode(codes.data() + i * m, decoded.data());
+    EXPECT_NEAR(ours[i], L2Sqr(q.data(), decoded.data(), dim), 1e-3);
+  }
+}
+
+// The blocked (sgemm) path and the per-query kernels give the same keys.
+TEST(PartitionScan, GemmPathMatchesPerQueryKernels) {
+  const size_t n = 300, dim = 24, nq = 12;
+  const auto x = Gaussian(n, dim, 7);
+  const auto queries = Gaussian(nq, dim, 8);
+  for (VectorEncoding encoding : {VectorEncoding::kFlat, VectorEncoding::kSq8}) {
+    for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
+      IvfTrainOptions o;
+      o.nlist = 2;
+      o.encoding = encoding;
+      auto model = TrainIvfModel(x.data(), n, dim, metric, o);
+      ASSERT_TRUE(model.ok());
+      std::vector<uint8_t> codes(n * model->CodeSize());
+      EncodeVectors(*model, x.data(), n, codes.data());
+      PreparedQueries prepared(*model, queries.data(), nq);
+      std::vector<uint32_t> ids(nq);
+      for (uint32_t i = 0; i < nq; ++i) ids[i] = i;
+      PartitionScratch scratch;
+      std::vector<float> blocked(nq * n), single(n);
+      ScorePartition(prepared, ids.data(), nq, codes.data(), n, blocked.data(), &scratch);
+      for (uint32_t q = 0; q < nq; ++q) {
+        ScorePartition(prepared, &q, 1, codes.data(), n, single.data(), &scratch);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_NEAR(blocked[q * n + i], single[i], 1e-3 * (1 + std::abs(single[i])))
+              << int(encoding) << " " << int(metric);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shoal::core
