@@ -135,8 +135,13 @@ SearchResult FromProto(const v1::SearchResult& in) {
     out.hits.push_back(std::move(hit));
   }
   const v1::QueryStats& s = in.stats();
-  out.stats = {s.partitions_probed(), s.partitions_cached(), s.bytes_read(), s.vectors_scanned(),
-               s.queue_us(),          s.io_us(),             s.cpu_us()};
+  out.stats = {s.partitions_probed(),
+               s.partitions_cached(),
+               s.bytes_read(),
+               s.vectors_scanned(),
+               s.queue_us(),
+               s.io_us(),
+               s.cpu_us()};
   return out;
 }
 
@@ -174,6 +179,10 @@ class StreamWriter final : public UpsertWriter {
 
 }  // namespace
 
+// Index builds and flushes run as long as they need; the server reports progress in
+// DescribeCollection meanwhile.
+constexpr std::chrono::milliseconds kMaintenanceTimeout = std::chrono::hours(2);
+
 struct Client::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
@@ -187,12 +196,12 @@ struct Client::Impl {
 
   // Runs `rpc` with a fresh context per attempt, retrying UNAVAILABLE with jittered backoff.
   template <typename Rpc>
-  absl::Status Call(Rpc&& rpc) const {
+  absl::Status Call(Rpc&& rpc, std::chrono::milliseconds timeout = {}) const {
     auto backoff = options.initial_backoff;
     thread_local std::mt19937 rng{std::random_device{}()};
     for (int attempt = 0;; ++attempt) {
       grpc::ClientContext ctx;
-      Prepare(&ctx, options.timeout);
+      Prepare(&ctx, timeout.count() ? timeout : options.timeout);
       grpc::Status s = rpc(&ctx);
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options.max_retries) {
         return FromGrpc(s);
@@ -209,8 +218,7 @@ Client::Client(const std::string& target, ClientOptions options) : impl_(std::ma
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
   args.SetMaxSendMessageSize(impl_->options.max_message_bytes);
-  impl_->channel =
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  impl_->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   impl_->stub = v1::Shoal::NewStub(impl_->channel);
   impl_->health = grpc::health::v1::Health::NewStub(impl_->channel);
 }
@@ -228,9 +236,8 @@ absl::Status Client::CreateCollection(const CollectionSpec& spec) {
   index->set_pq_m(spec.index.pq_m);
   index->set_default_nprobe(spec.index.default_nprobe);
   v1::CreateCollectionResponse resp;
-  return impl_->Call([&](grpc::ClientContext* ctx) {
-    return impl_->stub->CreateCollection(ctx, req, &resp);
-  });
+  return impl_->Call(
+      [&](grpc::ClientContext* ctx) { return impl_->stub->CreateCollection(ctx, req, &resp); });
 }
 
 absl::Status Client::DropCollection(const std::string& name) {
@@ -268,8 +275,8 @@ absl::StatusOr<uint64_t> Client::Upsert(const std::string& collection,
   req.set_collection(collection);
   for (const Point& p : points) ToProto(p, req.add_points());
   v1::UpsertResponse resp;
-  absl::Status s = impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->Upsert(ctx, req, &resp); });
+  absl::Status s =
+      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Upsert(ctx, req, &resp); });
   if (!s.ok()) return s;
   return resp.upserted();
 }
@@ -288,8 +295,8 @@ absl::StatusOr<uint64_t> Client::Delete(const std::string& collection,
   req.set_collection(collection);
   req.mutable_ids()->Assign(ids.begin(), ids.end());
   v1::DeleteResponse resp;
-  absl::Status s = impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->Delete(ctx, req, &resp); });
+  absl::Status s =
+      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Delete(ctx, req, &resp); });
   if (!s.ok()) return s;
   return resp.deleted();
 }
@@ -346,7 +353,8 @@ absl::StatusOr<std::string> Client::BuildIndex(const std::string& collection) {
   req.set_collection(collection);
   v1::BuildIndexResponse resp;
   absl::Status s = impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->BuildIndex(ctx, req, &resp); });
+      [&](grpc::ClientContext* ctx) { return impl_->stub->BuildIndex(ctx, req, &resp); },
+      kMaintenanceTimeout);
   if (!s.ok()) return s;
   return resp.message();
 }
@@ -356,7 +364,8 @@ absl::StatusOr<std::string> Client::Flush(const std::string& collection) {
   req.set_collection(collection);
   v1::FlushResponse resp;
   absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Flush(ctx, req, &resp); });
+      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Flush(ctx, req, &resp); },
+                  kMaintenanceTimeout);
   if (!s.ok()) return s;
   return resp.message();
 }

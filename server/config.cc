@@ -17,7 +17,8 @@
 namespace shoal::server {
 namespace {
 
-using Member = std::variant<std::string Config::*, int Config::*, int64_t Config::*, bool Config::*>;
+using Member =
+    std::variant<std::string Config::*, int Config::*, int64_t Config::*, bool Config::*>;
 
 // One row per setting: its YAML key (dotted = nested), environment variable, flag and doc.
 struct Field {
@@ -48,6 +49,17 @@ const std::vector<Field>& Fields() {
        "search CPU reservation; 0 = cores - 1, at least 1"},
       {"search.max_inflight", "SHOAL_MAX_INFLIGHT_SEARCHES", "--max-inflight-searches",
        &Config::max_inflight_searches, "searches running or queued; more get RESOURCE_EXHAUSTED"},
+      {"search.default_nprobe", "SHOAL_DEFAULT_NPROBE", "--default-nprobe",
+       &Config::search_default_nprobe, "nprobe when neither request nor collection sets one"},
+      {"search.batch_partitions", "SHOAL_BATCH_PARTITIONS", "--batch-partitions",
+       &Config::search_batch_partitions, "K: partitions one search task scans at most"},
+      {"search.batch_bytes", "SHOAL_BATCH_BYTES", "--batch-bytes", &Config::search_batch_bytes,
+       "B: bytes one search task scans at most (at least one partition)"},
+      {"search.max_pinned_bytes_per_query", "SHOAL_MAX_PINNED_BYTES", "--max-pinned-bytes",
+       &Config::search_max_pinned_bytes,
+       "partition bytes a request may hold fetched but unscanned (prefetch depth)"},
+      {"collection.flush_rows", "SHOAL_FLUSH_ROWS", "--flush-rows", &Config::flush_rows,
+       "memtable rows that trigger a background flush (indexed collections)"},
       {"wal.max_pending_bytes", "SHOAL_WAL_MAX_PENDING_BYTES", "--wal-max-pending-bytes",
        &Config::wal_max_pending_bytes, "bytes waiting for the WAL per collection"},
       {"io.backend", "SHOAL_IO_BACKEND", "--io-backend", &Config::io_backend,
@@ -216,6 +228,16 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   if (loaded.config.io_queue_depth < 1) {
     return absl::InvalidArgumentError("io.queue_depth: must be at least 1");
   }
+  if (loaded.config.search_default_nprobe < 1) {
+    return absl::InvalidArgumentError("search.default_nprobe: must be at least 1");
+  }
+  if (loaded.config.search_batch_partitions < 1) {
+    return absl::InvalidArgumentError("search.batch_partitions: must be at least 1");
+  }
+  if (loaded.config.search_batch_bytes < 1 || loaded.config.search_max_pinned_bytes < 1) {
+    return absl::InvalidArgumentError(
+        "search.batch_bytes / search.max_pinned_bytes_per_query: must be at least 1");
+  }
   if (loaded.config.max_inflight_searches < 1) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");
   }
@@ -236,8 +258,9 @@ std::string PrintConfig(const Config& config) {
     std::string value = Get(config, f);
     if (std::holds_alternative<std::string Config::*>(f.member)) value = "\"" + value + "\"";
     std::string def = Get(defaults, f);
-    out << "  " << parts[1] << ": " << value << "  # " << f.doc << ". Default: "
-        << (def.empty() ? "\"\"" : def) << ". Env " << f.env << ", flag " << f.flag << "\n";
+    out << "  " << parts[1] << ": " << value << "  # " << f.doc
+        << ". Default: " << (def.empty() ? "\"\"" : def) << ". Env " << f.env << ", flag " << f.flag
+        << "\n";
   }
   return out.str();
 }

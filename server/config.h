@@ -28,6 +28,18 @@ struct Config {
   int cpu_threads = 0;
   // Search requests running or queued at once; past it: RESOURCE_EXHAUSTED. Default: 256.
   int max_inflight_searches = 256;
+  // nprobe when neither the request nor the collection sets one. Default: 16.
+  int search_default_nprobe = 16;
+  // K: partitions one search task scans at most. Default: 16.
+  int search_batch_partitions = 16;
+  // B: bytes one search task scans at most (at least one partition). Default: 8 MiB.
+  int64_t search_batch_bytes = 8ll << 20;
+  // Partition bytes one request may have fetched but not yet scanned (the prefetch depth).
+  // Default: 64 MiB.
+  int64_t search_max_pinned_bytes = 64ll << 20;
+  // Memtable rows that trigger a background flush into a segment (indexed collections).
+  // Default: 200000.
+  int64_t flush_rows = 200000;
   // Bytes of writes waiting for the WAL per collection; past it: RESOURCE_EXHAUSTED.
   // Default: 512 MiB.
   int64_t wal_max_pending_bytes = 512ll << 20;

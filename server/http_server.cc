@@ -11,10 +11,9 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& add
                                                           const char* field) {
   const size_t colon = addr.rfind(':');
   int port;
-  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", addr, "' is not host:port"));
+  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", addr, "' is not host:port"));
   }
   std::string host = addr.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {

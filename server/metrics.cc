@@ -50,13 +50,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Name("shoal_collection_disk_bytes")
                      .Help("Bytes on disk per collection")
                      .Register(*registry_);
-  wal_fsync_ = &prometheus::BuildHistogram()
-                    .Name("shoal_wal_fsync_seconds")
-                    .Help("Duration of WAL group commits (write + fdatasync)")
-                    .Register(*registry_)
-                    .Add({}, prometheus::Histogram::BucketBoundaries{
-                                 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
-                                 0.5, 1});
+  wal_fsync_ =
+      &prometheus::BuildHistogram()
+           .Name("shoal_wal_fsync_seconds")
+           .Help("Duration of WAL group commits (write + fdatasync)")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.0005, 0.001, 0.002, 0.005,
+                                                            0.01, 0.02, 0.05, 0.1, 0.5, 1});
   search_inflight_ = &prometheus::BuildGauge()
                           .Name("shoal_search_inflight")
                           .Help("Search requests admitted and not yet answered")
@@ -96,9 +96,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
     sampled_counters_[name] =
         &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
   }
-  auto& cache_bytes =
-      prometheus::BuildGauge().Name("shoal_cache_bytes").Help("Partition cache bytes").Register(
-          *registry_);
+  auto& cache_bytes = prometheus::BuildGauge()
+                          .Name("shoal_cache_bytes")
+                          .Help("Partition cache bytes")
+                          .Register(*registry_);
   sampled_gauges_["used"] = &cache_bytes.Add({{"state", "used"}});
   sampled_gauges_["pinned"] = &cache_bytes.Add({{"state", "pinned"}});
   sampled_gauges_["budget"] = &prometheus::BuildGauge()
@@ -145,9 +146,9 @@ void Metrics::ObserveRpc(const std::string& method, int code, double seconds) {
     auto& h = latency_histograms_[method];
     if (h == nullptr) {
       h = &latency_->Add({{"method", method}},
-                         prometheus::Histogram::BucketBoundaries{
-                             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                             0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+                         prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001,
+                                                                 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
     }
     histogram = h;
   }

@@ -23,11 +23,10 @@ namespace shoal::server {
 
 struct Server::State {
   Metrics metrics;
-  std::unique_ptr<storage::Catalog> catalog;
-  // The read path for IVF segments: scheduler and cache are created (and exported) at start;
-  // the IVF engine is their consumer.
+  // The read path for IVF segments; declared before the catalog, whose segments use them.
   std::unique_ptr<storage::IoScheduler> io;
   std::unique_ptr<storage::PartitionCache> cache;
+  std::unique_ptr<storage::Catalog> catalog;
   std::unique_ptr<core::TbbExecutor> cpu;
   std::unique_ptr<core::ThreadExecutor> admin;
   std::unique_ptr<ShoalService> service;
@@ -47,13 +46,6 @@ absl::Status Server::Start() {
   auto log = core::Logger("server");
   State& s = *state_;
 
-  storage::CollectionOptions options;
-  options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);
-  options.wal.on_sync = [&s](double seconds) { s.metrics.ObserveWalFsync(seconds); };
-  auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
-  if (!catalog.ok()) return catalog.status();
-  s.catalog = *std::move(catalog);
-
   storage::IoSchedulerOptions io_options;
   io_options.limits.max_requests_in_flight = uint32_t(config_.io_queue_depth);
   io_options.limits.max_bytes_in_flight = uint64_t(config_.io_max_inflight_bytes);
@@ -64,19 +56,30 @@ absl::Status Server::Start() {
   io_options.direct_io = config_.io_direct;
   auto io = storage::IoScheduler::Create(io_options);
   if (!io.ok()) {
-    return absl::Status(io.status().code(),
-                        absl::StrCat("io.backend: ", io.status().message()));
+    return absl::Status(io.status().code(), absl::StrCat("io.backend: ", io.status().message()));
   }
   s.io = *std::move(io);
   s.metrics.SetIoBackend(std::string(s.io->backend_name()));
   s.cache = std::make_unique<storage::PartitionCache>(uint64_t(config_.EffectiveCacheBytes()));
+
+  storage::CollectionOptions options;
+  options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);
+  options.wal.on_sync = [&s](double seconds) { s.metrics.ObserveWalFsync(seconds); };
+  options.scheduler = s.io.get();
+  options.cache = s.cache.get();
+  auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
+  if (!catalog.ok()) return catalog.status();
+  s.catalog = *std::move(catalog);
 
   const int threads = config_.EffectiveCpuThreads();
   s.cpu = std::make_unique<core::TbbExecutor>(threads);
   s.admin = std::make_unique<core::ThreadExecutor>(2);
   s.service = std::make_unique<ShoalService>(
       s.catalog.get(), s.cpu.get(), s.admin.get(), &s.metrics,
-      ShoalService::Options{config_.api_key, config_.max_inflight_searches});
+      ShoalService::Options{
+          config_.api_key, config_.max_inflight_searches, uint32_t(config_.search_default_nprobe),
+          size_t(config_.search_batch_partitions), uint64_t(config_.search_batch_bytes),
+          uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows)});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -108,12 +111,11 @@ absl::Status Server::Start() {
                           double(s.cpu->outstanding())};
         const auto io = s.io->stats();
         const auto cache = s.cache->stats();
-        StorageSample storage{double(io.reads),       double(io.submissions),
-                              double(io.bytes_read),  double(io.errors),
-                              double(io.cancelled),   double(io.expired),
-                              double(cache.hits),     double(cache.misses),
-                              double(cache.evictions), double(cache.used_bytes),
-                              double(cache.pinned_bytes), double(s.cache->budget())};
+        StorageSample storage{
+            double(io.reads),         double(io.submissions),     double(io.bytes_read),
+            double(io.errors),        double(io.cancelled),       double(io.expired),
+            double(cache.hits),       double(cache.misses),       double(cache.evictions),
+            double(cache.used_bytes), double(cache.pinned_bytes), double(s.cache->budget())};
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }});
@@ -133,11 +135,11 @@ absl::Status Server::Start() {
 
   health->SetServingStatus(true);
   s.ready.store(true);
-  log->info("shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
-            "{} kernels; {} I/O; cache {} MiB",
-            s.grpc_port, s.http_port, config_.data_dir, threads,
-            core::SimdLevelName(core::ActiveSimdLevel()), s.io->backend_name(),
-            s.cache->budget() >> 20);
+  log->info(
+      "shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
+      "{} kernels; {} I/O; cache {} MiB",
+      s.grpc_port, s.http_port, config_.data_dir, threads,
+      core::SimdLevelName(core::ActiveSimdLevel()), s.io->backend_name(), s.cache->budget() >> 20);
   return absl::OkStatus();
 }
 
@@ -153,8 +155,8 @@ void Server::Shutdown() {
     s.grpc_server->GetHealthCheckService()->SetServingStatus(false);
     // Wait for our own in-flight count rather than gRPC's graceful GOAWAY, which also waits
     // several seconds for idle client connections to go away.
-    const auto grace = std::chrono::steady_clock::now() +
-                       std::chrono::seconds(config_.shutdown_grace_seconds);
+    const auto grace =
+        std::chrono::steady_clock::now() + std::chrono::seconds(config_.shutdown_grace_seconds);
     while (s.metrics.rpcs_in_flight() > 0 && std::chrono::steady_clock::now() < grace) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -174,6 +176,8 @@ void Server::Shutdown() {
     if (!closed.ok()) log->error("closing collections: {}", closed.ToString());
   }
   if (s.http) s.http->Stop();
+  s.service.reset();
+  s.catalog.reset();  // segments close their files in the scheduler
   s.cache.reset();
   s.io.reset();
   log->info("shutdown complete");

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
-#include "core/index/flat_search.h"
+#include "core/index/ivf_search.h"
 #include "server/convert.h"
 #include "server/unary_reactor.h"
 #include "server/validation.h"
@@ -48,7 +48,11 @@ std::string CollectionHealthName(const std::string& collection) {
 
 ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core::Executor* admin,
                            Metrics* metrics, Options options)
-    : catalog_(catalog), cpu_(cpu), admin_(admin), metrics_(metrics), options_(std::move(options)) {}
+    : catalog_(catalog),
+      cpu_(cpu),
+      admin_(admin),
+      metrics_(metrics),
+      options_(std::move(options)) {}
 
 void ShoalService::SetCollectionServing(const std::string& collection, bool serving) {
   if (health_) health_->SetServingStatus(CollectionHealthName(collection), serving);
@@ -78,8 +82,8 @@ absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::AdmitAndLooku
   return Lookup(name, field);
 }
 
-absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::Lookup(
-    const std::string& name, const char* field) const {
+absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::Lookup(const std::string& name,
+                                                                          const char* field) const {
   if (auto s = ValidateCollectionName(name, field); !s.ok()) return s;
   auto collection = catalog_->Find(name);
   if (!collection) {
@@ -96,9 +100,16 @@ void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* in
   info->set_metric(ToProto(m.metric));
   *info->mutable_index() = ToProto(m.index);
   info->set_num_vectors(stats.num_vectors);
-  info->set_num_indexed(0);
-  info->set_num_segments(0);
-  info->set_index_state(v1::INDEX_STATE_NONE);
+  info->set_num_indexed(stats.num_indexed);
+  info->set_num_segments(stats.num_segments);
+  const storage::BuildProgress progress = c.progress();
+  if (progress.running) {
+    info->set_index_state(v1::INDEX_STATE_BUILDING);
+    info->set_build_phase(progress.phase);
+    info->set_build_percent(progress.percent);
+  } else {
+    info->set_index_state(stats.num_segments > 0 ? v1::INDEX_STATE_READY : v1::INDEX_STATE_NONE);
+  }
   info->set_disk_bytes(stats.disk_bytes);
 }
 
@@ -182,9 +193,10 @@ ServerUnaryReactor* ShoalService::Upsert(CallbackServerContext* ctx, const v1::U
     r->FinishWith(s);
     return r;
   }
-  (*c)->Upsert(ToPointRecords(*req), [r, resp](absl::StatusOr<uint64_t> n) {
+  (*c)->Upsert(ToPointRecords(*req), [this, r, resp, collection = *c](absl::StatusOr<uint64_t> n) {
     if (n.ok()) resp->set_upserted(*n);
     r->FinishWith(n.status());
+    if (n.ok()) MaybeFlush(collection);
   });
   return r;
 }
@@ -213,13 +225,18 @@ ServerUnaryReactor* ShoalService::Get(CallbackServerContext* ctx, const v1::GetR
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateIds(req->ids());
-  if (s.ok()) {
+  if (!s.ok()) {
+    r->FinishWith(s);
+    return r;
+  }
+  // Rows in segments are read with blocking preads: off the gRPC thread, off the arena.
+  admin_->Submit([r, req, resp, collection = *c] {
     std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
-    for (const auto& p : (*c)->Get(ids, req->include_vectors())) {
+    for (const auto& p : collection->Get(ids, req->include_vectors())) {
       StoredPointToProto(p, resp->add_points());
     }
-  }
-  r->FinishWith(s);
+    r->FinishWith(absl::OkStatus());
+  });
   return r;
 }
 
@@ -243,20 +260,31 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
   std::shared_ptr<storage::Collection> collection = *std::move(found);
   const std::shared_ptr<core::CancelToken>& token = r->cancel_token();
 
-  core::FlatSearchRequest search;
+  core::IvfSearchRequest search;
+  storage::SearchSnapshot snapshot = collection->SearchView();
   const uint32_t dim = collection->dim();
-  search.view = collection->SearchView();
+  search.segments = std::move(snapshot.segments);
+  search.memtable = std::move(snapshot.memtable);
+  search.dim = dim;
   search.num_queries = size_t(req->queries_size());
   search.queries.resize(search.num_queries * dim);
   for (int i = 0; i < req->queries_size(); ++i) {
     float* q = search.queries.data() + size_t(i) * dim;
     std::copy(req->queries(i).values().begin(), req->queries(i).values().end(), q);
-    if (collection->manifest().metric == core::Metric::kCosine) core::NormalizeInPlace(q, dim);
+    if (collection->metric() == core::Metric::kCosine) core::NormalizeInPlace(q, dim);
   }
   search.k = req->k();
-  search.metric = collection->manifest().metric;
+  search.metric = collection->metric();
+  const uint32_t collection_nprobe = collection->manifest().index.default_nprobe;
+  search.nprobe = req->nprobe()       ? req->nprobe()
+                  : collection_nprobe ? collection_nprobe
+                                      : options_.default_nprobe;
+  search.refine_factor = req->refine_factor();
   search.cancel = token;
-  core::FlatSearch(
+  search.options.batch_partitions = options_.batch_partitions;
+  search.options.batch_bytes = options_.batch_bytes;
+  search.options.max_pinned_bytes = options_.max_pinned_bytes;
+  core::IvfSearch(
       *cpu_, std::move(search),
       [this, r, req, resp, collection](absl::StatusOr<std::vector<core::QueryResult>> results) {
         inflight_searches_.fetch_sub(1);
@@ -270,19 +298,26 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
             v1::SearchHit* hit = out->add_hits();
             hit->set_id(n.id);
             hit->set_distance(n.distance);
-            if (!want_points) continue;
-            const uint64_t id = n.id;
-            for (const auto& p : collection->Get({&id, 1}, req->include_vectors())) {
-              hit->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
-              if (req->include_attributes() && !p.attributes.empty()) {
-                if (auto attrs = storage::DecodeAttributes(p.attributes); attrs.ok()) {
-                  ToProto(*attrs, hit->mutable_attributes());
+          }
+        }
+        if (!want_points) return r->FinishWith(absl::OkStatus());
+        // Vectors and attributes may live in segments (blocking reads): not on the arena.
+        admin_->Submit([r, req, resp, collection] {
+          for (v1::SearchResult& result : *resp->mutable_results()) {
+            for (v1::SearchHit& hit : *result.mutable_hits()) {
+              const uint64_t id = hit.id();
+              for (const auto& p : collection->Get({&id, 1}, req->include_vectors())) {
+                hit.mutable_vector()->Assign(p.vector.begin(), p.vector.end());
+                if (req->include_attributes() && !p.attributes.empty()) {
+                  if (auto attrs = storage::DecodeAttributes(p.attributes); attrs.ok()) {
+                    ToProto(*attrs, hit.mutable_attributes());
+                  }
                 }
               }
             }
           }
-        }
-        r->FinishWith(absl::OkStatus());
+          r->FinishWith(absl::OkStatus());
+        });
       });
   return r;
 }
@@ -292,17 +327,16 @@ ServerUnaryReactor* ShoalService::BuildIndex(CallbackServerContext* ctx,
                                              v1::BuildIndexResponse* resp) {
   auto* r = NewReactor(ctx, "BuildIndex");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
-  if (c.ok()) {
-    if ((*c)->manifest().index.type == core::IndexType::kFlat) {
-      resp->set_message(absl::StrCat("collection '", req->collection(),
-                                     "' uses INDEX_FLAT: every search is exact, nothing to build"));
-    } else {
-      resp->set_message(absl::StrCat(
-          "IVF index builds are not available in this version of shoald; collection '",
-          req->collection(), "' is searched exactly (recall 1.0) until they are"));
-    }
+  if (!c.ok()) {
+    r->FinishWith(c.status());
+    return r;
   }
-  r->FinishWith(c.status());
+  // Blocks an admin thread for the build; the CPU work runs on the arena (I-2).
+  admin_->Submit([this, r, resp, collection = *c] {
+    auto built = collection->BuildIndex(*cpu_);
+    if (built.ok()) resp->set_message(*built);
+    r->FinishWith(built.status());
+  });
   return r;
 }
 
@@ -310,13 +344,34 @@ ServerUnaryReactor* ShoalService::Flush(CallbackServerContext* ctx, const v1::Fl
                                         v1::FlushResponse* resp) {
   auto* r = NewReactor(ctx, "Flush");
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
-  if (c.ok()) {
-    resp->set_message(
-        "every acknowledged write is already durable in the WAL; this version keeps all vectors "
-        "in the memtable, so there is no segment to write");
+  if (!c.ok()) {
+    r->FinishWith(c.status());
+    return r;
   }
-  r->FinishWith(c.status());
+  admin_->Submit([this, r, resp, collection = *c] {
+    auto flushed = collection->Flush(*cpu_);
+    if (flushed.ok()) resp->set_message(*flushed);
+    r->FinishWith(flushed.status());
+  });
   return r;
+}
+
+void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collection) {
+  const storage::CollectionStats stats = collection->Stats();
+  if (stats.num_segments == 0 || stats.memtable_rows < options_.flush_rows) return;
+  {
+    std::lock_guard<std::mutex> lock(flush_mu_);
+    if (!flushing_.insert(collection->name()).second) return;
+  }
+  admin_->Submit([this, collection] {
+    auto flushed = collection->Flush(*cpu_);
+    if (!flushed.ok()) {
+      core::Logger("server")->error("{}: background flush failed: {}", collection->name(),
+                                    flushed.status().ToString());
+    }
+    std::lock_guard<std::mutex> lock(flush_mu_);
+    flushing_.erase(collection->name());
+  });
 }
 
 }  // namespace shoal::server

@@ -13,6 +13,8 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "core/exec/executor.h"
@@ -32,6 +34,11 @@ class ShoalService final : public v1::Shoal::CallbackService {
   struct Options {
     std::string api_key;  // empty = no authentication
     int max_inflight_searches = 256;
+    uint32_t default_nprobe = 16;
+    size_t batch_partitions = 16;
+    uint64_t batch_bytes = 8ull << 20;
+    uint64_t max_pinned_bytes = 64ull << 20;
+    uint64_t flush_rows = 200000;  // memtable rows that trigger a background flush
   };
 
   ShoalService(storage::Catalog* catalog, core::Executor* cpu, core::Executor* admin,
@@ -84,6 +91,9 @@ class ShoalService final : public v1::Shoal::CallbackService {
 
  private:
   void FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const;
+  // Queues a background flush when an indexed collection's memtable has grown past
+  // options_.flush_rows (one at a time per collection).
+  void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
   // The reactor for one unary call, with the call's deadline as its cancel token.
   UnaryReactor* NewReactor(grpc::CallbackServerContext* ctx, const char* method) const;
 
@@ -95,6 +105,8 @@ class ShoalService final : public v1::Shoal::CallbackService {
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   std::atomic<bool> admitting_{true};
   std::atomic<int64_t> inflight_searches_{0};
+  mutable std::mutex flush_mu_;
+  std::set<std::string> flushing_;  // guarded by flush_mu_: background flushes queued or running
 };
 
 }  // namespace shoal::server

@@ -13,7 +13,8 @@ absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentE
 absl::Status ValidateVector(const google::protobuf::RepeatedField<float>& v, uint32_t dim,
                             const std::string& field) {
   if (uint32_t(v.size()) != dim) {
-    return Invalid(absl::StrCat(field, ": has ", v.size(), " values, the collection's dim is ", dim));
+    return Invalid(
+        absl::StrCat(field, ": has ", v.size(), " values, the collection's dim is ", dim));
   }
   for (int i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) return Invalid(absl::StrCat(field, "[", i, "]: not a finite number"));

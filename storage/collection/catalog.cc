@@ -1,7 +1,7 @@
 #include "storage/collection/catalog.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
 #include "core/base/status.h"
 
@@ -26,9 +26,9 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(FileSystem* fs, const std
     }
     auto collection = Collection::Open(fs, dir, catalog->options_);
     if (!collection.ok()) {
-      return absl::Status(collection.status().code(),
-                          absl::StrCat("opening collection '", name,
-                                       "': ", collection.status().message()));
+      return absl::Status(
+          collection.status().code(),
+          absl::StrCat("opening collection '", name, "': ", collection.status().message()));
     }
     catalog->collections_[name] = std::move(*collection);
   }

@@ -1,5 +1,7 @@
 #include "storage/collection/collection.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/logging.h"
@@ -7,16 +9,21 @@
 #include "storage/collection/manifest_store.h"
 
 namespace shoal::storage {
-namespace {
+namespace {}  // namespace
 
 std::string WalPath(const std::string& dir, uint64_t seq) {
   return JoinPath(JoinPath(dir, "wal"), absl::StrFormat("%06d.log", seq));
 }
 
-}  // namespace
-
-Collection::Collection(FileSystem* fs, std::string dir, CollectionManifest manifest)
-    : fs_(fs), dir_(std::move(dir)), manifest_(std::move(manifest)), memtable_(manifest_.dim) {}
+Collection::Collection(FileSystem* fs, std::string dir, CollectionManifest manifest,
+                       CollectionOptions options)
+    : fs_(fs), dir_(std::move(dir)), options_(std::move(options)), manifest_(std::move(manifest)) {
+  auto state = std::make_shared<ReadState>();
+  state->active = std::make_shared<Memtable>(manifest_.dim);
+  state_ = std::move(state);
+  seq_ = manifest_.write_seq;
+  wal_seq_ = manifest_.first_wal_seq;
+}
 
 Collection::~Collection() { (void)Close(); }
 
@@ -27,57 +34,153 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(FileSystem* fs,
   if (fs->Exists(dir)) return absl::AlreadyExistsError(absl::StrCat(dir, " already exists"));
   SHOAL_RETURN_IF_ERROR(fs->CreateDirs(JoinPath(dir, "wal")));
   SHOAL_RETURN_IF_ERROR(InstallManifest(fs, dir, manifest, 0).status());
-  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(manifest)));
-  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(options));
+  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(manifest), std::move(options)));
+  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal());
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(FileSystem* fs,
-                                                             const std::string& dir,
+absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(FileSystem* fs, const std::string& dir,
                                                              CollectionOptions options) {
   SHOAL_ASSIGN_OR_RETURN(LoadedManifest loaded, LoadManifest(fs, dir));
-  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(loaded.manifest)));
-  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(options));
+  std::unique_ptr<Collection> c(
+      new Collection(fs, dir, std::move(loaded.manifest), std::move(options)));
+  SHOAL_RETURN_IF_ERROR(c->OpenSegments());
+  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal());
   return c;
 }
 
-absl::Status Collection::ReplayAndOpenWal(const CollectionOptions& options) {
-  const std::string path = WalPath(dir_, manifest_.first_wal_seq);
-  if (fs_->Exists(path)) {
+absl::Status Collection::OpenSegments() {
+  if (manifest_.segments.empty()) return absl::OkStatus();
+  if (!options_.scheduler || !options_.cache) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(manifest_.name, ": has IVF segments but no I/O scheduler to read them"));
+  }
+  auto state = std::make_shared<ReadState>(*this->state());
+  for (const SegmentEntry& e : manifest_.segments) {
+    SHOAL_ASSIGN_OR_RETURN(
+        std::shared_ptr<Segment> segment,
+        Segment::Open(fs_, SegmentDir(dir_, e.id), e.id, options_.scheduler, options_.cache));
+    state->segments.push_back(std::move(segment));
+    state->segment_seqs.push_back(e.seq);
+  }
+  for (const Tombstone& t : manifest_.tombstones) tombstones_->Set(t.id, t.seq);
+  // Dead rows among the segments, for live counts.
+  uint64_t dead = 0;
+  for (const Tombstone& t : manifest_.tombstones) {
+    for (size_t s = 0; s < state->segments.size(); ++s) {
+      if (state->segments[s]->Contains(t.id) && t.seq > state->segment_seqs[s]) ++dead;
+    }
+  }
+  segment_dead_ = dead;
+  SetState(std::move(state));
+  return absl::OkStatus();
+}
+
+absl::Status Collection::ReplayAndOpenWal() {
+  // Every WAL file from first_wal_seq on, oldest first: a crash between a memtable freeze and
+  // the manifest that retires the old file leaves two.
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDir(JoinPath(dir_, "wal")));
+  std::vector<uint64_t> seqs;
+  for (const std::string& name : names) {
+    uint64_t seq = 0;
+    if (std::sscanf(name.c_str(), "%lu.log", &seq) == 1 && seq >= manifest_.first_wal_seq) {
+      seqs.push_back(seq);
+    }
+  }
+  std::sort(seqs.begin(), seqs.end());
+  for (uint64_t seq : seqs) {
     uint64_t truncated = 0;
     SHOAL_RETURN_IF_ERROR(ReplayWal(
-        fs_, path,
-        [this](WalRecordType type, std::string_view payload) {
-          return ApplyRecord(type, payload);
-        },
+        fs_, WalPath(dir_, seq),
+        [this](WalRecordType type, std::string_view payload) { return ApplyRecord(type, payload); },
         &truncated));
-    core::Logger("collection")
-        ->info("{}: replayed WAL, {} live vectors{}", manifest_.name, memtable_.live_count(),
-               truncated ? absl::StrCat(", truncated a torn tail of ", truncated, " bytes") : "");
+    if (truncated) {
+      core::Logger("collection")
+          ->warn("{}: WAL {} had a torn tail of {} bytes; truncated", manifest_.name, seq,
+                 truncated);
+    }
+    wal_seq_ = seq;
   }
-  SHOAL_ASSIGN_OR_RETURN(wal_, Wal::Open(fs_, path, options.wal));
+  if (!seqs.empty()) {
+    core::Logger("collection")
+        ->info("{}: replayed {} WAL file(s), {} live vectors", manifest_.name, seqs.size(),
+               Stats().num_vectors);
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  SHOAL_ASSIGN_OR_RETURN(wal_, Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal));
   return absl::OkStatus();
 }
 
 absl::Status Collection::ApplyRecord(WalRecordType type, std::string_view payload) {
+  const auto current = state();
   switch (type) {
     case WalRecordType::kUpsertBatch: {
       SHOAL_ASSIGN_OR_RETURN(UpsertBatch batch, DecodeUpsertBatch(payload));
       if (batch.dim != manifest_.dim) {
-        return absl::DataLossError(absl::StrCat(manifest_.name, ": WAL record has dim ",
-                                                batch.dim, ", collection has ", manifest_.dim));
+        return absl::DataLossError(absl::StrCat(manifest_.name, ": WAL record has dim ", batch.dim,
+                                                ", collection has ", manifest_.dim));
       }
-      for (const PointRecord& p : batch.points) memtable_.Upsert(p);
+      ApplyUpsert(*current, ++seq_, batch.points);
       return absl::OkStatus();
     }
     case WalRecordType::kDeleteBatch: {
       SHOAL_ASSIGN_OR_RETURN(DeleteBatch batch, DecodeDeleteBatch(payload));
-      for (uint64_t id : batch.ids) memtable_.Delete(id);
+      ApplyDelete(*current, ++seq_, batch.ids);
       return absl::OkStatus();
     }
   }
-  return absl::DataLossError(
-      absl::StrCat(manifest_.name, ": unknown WAL record type ", int(type)));
+  return absl::DataLossError(absl::StrCat(manifest_.name, ": unknown WAL record type ", int(type)));
+}
+
+bool Collection::LiveInSegments(const ReadState& state, uint64_t id) const {
+  const uint64_t tombstone = tombstones_->Get(id);
+  for (size_t s = state.segments.size(); s-- > 0;) {
+    if (state.segments[s]->Contains(id) && tombstone <= state.segment_seqs[s]) return true;
+  }
+  return false;
+}
+
+uint64_t Collection::ApplyUpsert(const ReadState& state, uint64_t seq,
+                                 const std::vector<PointRecord>& points) {
+  const bool segments = !state.segments.empty() || !state.frozen.empty();
+  for (const PointRecord& p : points) {
+    for (const auto& frozen : state.frozen) frozen->Delete(p.id);
+    if (segments) {
+      if (LiveInSegments(state, p.id)) segment_dead_.fetch_add(1);
+      tombstones_->Set(p.id, seq);
+    }
+    state.active->Upsert(p);
+  }
+  return points.size();
+}
+
+uint64_t Collection::ApplyDelete(const ReadState& state, uint64_t seq,
+                                 const std::vector<uint64_t>& ids) {
+  const bool segments = !state.segments.empty() || !state.frozen.empty();
+  uint64_t deleted = 0;
+  for (uint64_t id : ids) {
+    bool existed = state.active->Delete(id);
+    for (const auto& frozen : state.frozen) existed = frozen->Delete(id) || existed;
+    if (segments) {
+      if (LiveInSegments(state, id)) {
+        segment_dead_.fetch_add(1);
+        existed = true;
+      }
+      tombstones_->Set(id, seq);
+    }
+    deleted += existed ? 1 : 0;
+  }
+  return deleted;
+}
+
+std::shared_ptr<const Collection::ReadState> Collection::state() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return state_;
+}
+
+void Collection::SetState(std::shared_ptr<const ReadState> state) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  state_ = std::move(state);
 }
 
 void Collection::Upsert(std::vector<PointRecord> points, WriteDone done) {
@@ -87,10 +190,14 @@ void Collection::Upsert(std::vector<PointRecord> points, WriteDone done) {
   UpsertBatch batch{manifest_.dim, std::move(points)};
   std::string record = EncodeWalRecord(WalRecordType::kUpsertBatch, EncodeUpsertBatch(batch));
   auto shared = std::make_shared<UpsertBatch>(std::move(batch));
-  wal_->Append(std::move(record), [this, shared, done = std::move(done)](absl::Status s) mutable {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  // The state is read under write_mu_, which a memtable freeze also holds: this write lands in
+  // the memtable that its WAL file belongs to.
+  const uint64_t seq = ++seq_;
+  wal_->Append(std::move(record), [this, shared, seq, current = state(),
+                                   done = std::move(done)](absl::Status s) mutable {
     if (!s.ok()) return std::move(done)(s);
-    for (const PointRecord& p : shared->points) memtable_.Upsert(p);
-    std::move(done)(uint64_t(shared->points.size()));
+    std::move(done)(ApplyUpsert(*current, seq, shared->points));
   });
 }
 
@@ -98,31 +205,108 @@ void Collection::Delete(std::vector<uint64_t> ids, WriteDone done) {
   DeleteBatch batch{std::move(ids)};
   std::string record = EncodeWalRecord(WalRecordType::kDeleteBatch, EncodeDeleteBatch(batch));
   auto shared = std::make_shared<DeleteBatch>(std::move(batch));
-  wal_->Append(std::move(record), [this, shared, done = std::move(done)](absl::Status s) mutable {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  const uint64_t seq = ++seq_;
+  wal_->Append(std::move(record), [this, shared, seq, current = state(),
+                                   done = std::move(done)](absl::Status s) mutable {
     if (!s.ok()) return std::move(done)(s);
-    uint64_t deleted = 0;
-    for (uint64_t id : shared->ids) deleted += memtable_.Delete(id) ? 1 : 0;
-    std::move(done)(deleted);
+    std::move(done)(ApplyDelete(*current, seq, shared->ids));
   });
 }
 
 std::vector<StoredPoint> Collection::Get(absl::Span<const uint64_t> ids,
                                          bool include_vectors) const {
+  const auto current = state();
   std::vector<StoredPoint> out;
   for (uint64_t id : ids) {
-    if (auto p = memtable_.Get(id, include_vectors)) out.push_back(*std::move(p));
+    if (auto p = current->active->Get(id, include_vectors)) {
+      out.push_back(*std::move(p));
+      continue;
+    }
+    bool found = false;
+    for (size_t f = current->frozen.size(); f-- > 0 && !found;) {
+      if (auto p = current->frozen[f]->Get(id, include_vectors)) {
+        out.push_back(*std::move(p));
+        found = true;
+      }
+    }
+    if (found) continue;
+    const uint64_t tombstone = tombstones_->Get(id);
+    for (size_t s = current->segments.size(); s-- > 0;) {
+      if (!current->segments[s]->Contains(id) || tombstone > current->segment_seqs[s]) continue;
+      auto p = current->segments[s]->ReadPoint(id, include_vectors);
+      if (p.ok()) out.push_back(*std::move(p));
+      break;
+    }
   }
   return out;
 }
 
+SearchSnapshot Collection::SearchView() const {
+  const auto current = state();
+  SearchSnapshot snap;
+  for (size_t s = 0; s < current->segments.size(); ++s) {
+    snap.segments.push_back(current->segments[s]->Ref(
+        std::make_shared<SegmentFilter>(tombstones_, current->segment_seqs[s])));
+  }
+  core::FlatView active = current->active->Snapshot();
+  snap.memtable.dim = manifest_.dim;
+  snap.memtable.blocks = active.blocks;
+  std::vector<std::shared_ptr<const void>> keep{active.keepalive};
+  for (const auto& memtable : current->frozen) {
+    core::FlatView frozen = memtable->Snapshot();
+    snap.memtable.blocks.insert(snap.memtable.blocks.end(), frozen.blocks.begin(),
+                                frozen.blocks.end());
+    keep.push_back(frozen.keepalive);
+  }
+  snap.memtable.keepalive =
+      std::make_shared<std::vector<std::shared_ptr<const void>>>(std::move(keep));
+  return snap;
+}
+
 CollectionStats Collection::Stats() const {
+  const auto current = state();
   CollectionStats stats;
-  stats.num_vectors = memtable_.live_count();
-  stats.memory_bytes = memtable_.memory_bytes();
-  stats.disk_bytes = wal_ ? wal_->file_bytes() : 0;
+  uint64_t segment_rows = 0;
+  for (const auto& s : current->segments) {
+    segment_rows += s->meta().num_vectors;
+    stats.disk_bytes += s->disk_bytes();
+  }
+  const uint64_t dead = std::min(segment_rows, segment_dead_.load());
+  stats.num_indexed = segment_rows - dead;
+  stats.num_segments = uint32_t(current->segments.size());
+  stats.memtable_rows = current->active->live_count();
+  stats.num_vectors = stats.num_indexed + stats.memtable_rows;
+  stats.memory_bytes = current->active->memory_bytes();
+  for (const auto& frozen : current->frozen) {
+    stats.num_vectors += frozen->live_count();
+    stats.memory_bytes += frozen->memory_bytes();
+  }
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    stats.disk_bytes += wal_ ? wal_->file_bytes() : 0;
+  }
   return stats;
 }
 
-absl::Status Collection::Close() { return wal_ ? wal_->Close() : absl::OkStatus(); }
+BuildProgress Collection::progress() const {
+  std::lock_guard<std::mutex> lock(progress_mu_);
+  return progress_;
+}
+
+void Collection::SetProgress(const char* phase, uint32_t percent) {
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_.running = phase != nullptr;
+    progress_.phase = phase ? phase : "";
+    progress_.percent = percent;
+  }
+  if (phase) core::Logger("collection")->info("{}: {} {}%", manifest_.name, phase, percent);
+}
+
+absl::Status Collection::Close() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return wal_ ? wal_->Close() : absl::OkStatus();
+}
 
 }  // namespace shoal::storage

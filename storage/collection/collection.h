@@ -1,18 +1,31 @@
-// Collection: one collection's durable state — manifest, WAL, memtable — and the operations
-// the server runs on it.
+// Collection: one collection's durable state — manifest, WAL, memtable, IVF segments and
+// tombstones — and the operations the server runs on it.
 //
-// Writes (Upsert, Delete) are framed into one WAL record each, made durable by the WAL's group
-// commit, then applied to the memtable on the WAL thread, and only then reported done (I-5,
-// read-after-write). Reads (Get, SearchView) see every write reported done before they began.
-// Cosine collections store vectors normalised at insert.
+// Writes (Upsert, Delete) get a sequence number, are framed into one WAL record each, made
+// durable by the WAL's group commit, then applied on the WAL thread (memtable, tombstones for
+// rows in segments), and only then reported done (I-5, read-after-write).
 //
-// On-disk layout (DESIGN.md §5): <dir>/CURRENT, <dir>/MANIFEST-<n>, <dir>/wal/<seq>.log.
+// Reads take a snapshot (ReadState): the segments and memtables live when the read began.
+// BuildIndex / Flush / compaction build new segments beside it and swap a new snapshot in after
+// the manifest naming them is durable (I-6); queries running on the old one finish on it.
 //
-// Thread-safety: every method is thread-safe. Close() must be the last call.
+//   BuildIndex: freeze the memtable (new WAL file), train an IVF model (FAISS) on every live
+//               vector, write one segment with all of them, install.
+//   Flush:      freeze the memtable, encode it with the newest segment's model as a new
+//               segment, install; more than kMaxSegments segments are then merged.
+// The CPU work runs on the given executor (the arena, I-2) in tasks; these calls block the
+// calling admin thread while it runs, never an arena thread.
+//
+// On-disk layout (DESIGN.md §5): <dir>/CURRENT, MANIFEST-<n>, wal/<seq>.log, seg-<id>/.
+//
+// Thread-safety: every method is thread-safe. BuildIndex/Flush are serialised with each other.
+// Close() must be the last call.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,34 +33,61 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/exec/executor.h"
+#include "core/index/ivf_search.h"
 #include "core/index/search_types.h"
+#include "storage/cache/partition_cache.h"
 #include "storage/collection/memtable.h"
+#include "storage/collection/segment.h"
+#include "storage/collection/segment_writer.h"
+#include "storage/collection/tombstones.h"
 #include "storage/collection/wal.h"
 #include "storage/format/manifest_format.h"
 #include "storage/io/file_system.h"
+#include "storage/sched/io_scheduler.h"
 
 namespace shoal::storage {
 
+std::string WalPath(const std::string& dir, uint64_t seq);
+std::string SegmentDir(const std::string& dir, uint64_t id);
+
 struct CollectionOptions {
   WalOptions wal;
+  // Where segments are read through. Both null: the collection cannot open or build segments.
+  IoScheduler* scheduler = nullptr;
+  PartitionCache* cache = nullptr;
 };
 
 struct CollectionStats {
   uint64_t num_vectors = 0;  // live
+  uint64_t num_indexed = 0;  // live rows in segments
+  uint32_t num_segments = 0;
+  uint64_t memtable_rows = 0;
   uint64_t disk_bytes = 0;
   uint64_t memory_bytes = 0;
 };
 
+struct BuildProgress {
+  bool running = false;
+  std::string phase;  // "freezing", "training", "assigning", "writing", "installing", "merging"
+  uint32_t percent = 0;
+};
+
+// What a search reads: segments (with their dead-row filters) and the memtable rows.
+struct SearchSnapshot {
+  std::vector<core::IvfSegmentRef> segments;
+  core::FlatView memtable;
+};
+
 class Collection {
  public:
-  // How many points or ids a write affected, or why it failed.
   using WriteDone = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+  static constexpr size_t kMaxSegments = 4;
 
-  // Creates the collection's files under `dir`, which must not exist yet.
   static absl::StatusOr<std::unique_ptr<Collection>> Create(FileSystem* fs, const std::string& dir,
                                                             CollectionManifest manifest,
                                                             CollectionOptions options);
-  // Opens an existing collection and replays its WAL.
+  // Opens an existing collection: segments, then the WAL files since the last cut.
   static absl::StatusOr<std::unique_ptr<Collection>> Open(FileSystem* fs, const std::string& dir,
                                                           CollectionOptions options);
   ~Collection();
@@ -55,34 +95,87 @@ class Collection {
   const CollectionManifest& manifest() const { return manifest_; }
   const std::string& name() const { return manifest_.name; }
   uint32_t dim() const { return manifest_.dim; }
+  core::Metric metric() const { return manifest_.metric; }
 
   // REQUIRES: every point's vector has dim() finite floats (the server validates).
-  // `done` gets the number of points written.
   void Upsert(std::vector<PointRecord> points, WriteDone done);
-  // `done` gets the number of ids that existed.
   void Delete(std::vector<uint64_t> ids, WriteDone done);
 
-  // The live points among `ids`, in the order asked, skipping ids that do not exist.
+  // The live points among `ids`, in the order asked. Rows in segments are read with blocking
+  // preads: call from an admin thread, not the arena.
   std::vector<StoredPoint> Get(absl::Span<const uint64_t> ids, bool include_vectors) const;
 
-  // A consistent view for exact search.
-  core::FlatView SearchView() const { return memtable_.Snapshot(); }
+  SearchSnapshot SearchView() const;
+
+  absl::StatusOr<std::string> BuildIndex(core::Executor& cpu);
+  absl::StatusOr<std::string> Flush(core::Executor& cpu);
 
   CollectionStats Stats() const;
+  BuildProgress progress() const;
 
-  // Drains the WAL and closes files.
   absl::Status Close();
 
  private:
-  Collection(FileSystem* fs, std::string dir, CollectionManifest manifest);
-  absl::Status ReplayAndOpenWal(const CollectionOptions& options);
+  struct ReadState {
+    std::vector<std::shared_ptr<Segment>> segments;  // oldest first
+    std::vector<uint64_t> segment_seqs;
+    std::shared_ptr<Memtable> active;
+    // Frozen memtables: their WAL files are closed; the next build or flush turns them into
+    // a segment (a failed one leaves them here, still searched).
+    std::vector<std::shared_ptr<Memtable>> frozen;
+  };
+  struct Cut {
+    uint64_t seq = 0;          // writes up to here are in the frozen memtables or segments
+    uint64_t new_wal_seq = 0;  // WAL files below this are retired once a manifest says so
+  };
+
+  Collection(FileSystem* fs, std::string dir, CollectionManifest manifest,
+             CollectionOptions options);
+  absl::Status OpenSegments();
+  absl::Status ReplayAndOpenWal();
   absl::Status ApplyRecord(WalRecordType type, std::string_view payload);
+  uint64_t ApplyUpsert(const ReadState& state, uint64_t seq,
+                       const std::vector<PointRecord>& points);
+  uint64_t ApplyDelete(const ReadState& state, uint64_t seq, const std::vector<uint64_t>& ids);
+  bool LiveInSegments(const ReadState& state, uint64_t id) const;
+  std::shared_ptr<const ReadState> state() const;
+  void SetState(std::shared_ptr<const ReadState> state);
+
+  // Maintenance (collection_build.cc). REQUIRES: maintenance_mu_ held.
+  absl::StatusOr<Cut> FreezeMemtable();
+  // Live rows of the given segments and memtables.
+  absl::Status CollectRows(const ReadState& state, bool segments, bool frozen,
+                           SegmentRows* rows) const;
+  absl::StatusOr<core::IvfModel> Train(core::Executor& cpu, const SegmentRows& rows);
+  absl::StatusOr<std::shared_ptr<Segment>> WriteAndOpenSegment(core::Executor& cpu,
+                                                               const core::IvfModel& model,
+                                                               const SegmentRows& rows);
+  // Makes `next` durable, then swaps in the segments it names: `replaced` segments and the
+  // frozen memtables captured in `consumed` leave the read state.
+  absl::Status Install(CollectionManifest next, std::shared_ptr<Segment> added,
+                       const std::vector<std::shared_ptr<Segment>>& replaced,
+                       size_t consumed_frozen);
+  absl::StatusOr<std::string> Merge(core::Executor& cpu);
+  void SetProgress(const char* phase, uint32_t percent);
 
   FileSystem* const fs_;
   const std::string dir_;
-  const CollectionManifest manifest_;
-  Memtable memtable_;
+  const CollectionOptions options_;
+  CollectionManifest manifest_;  // guarded by maintenance_mu_ after open (schema fields const)
+  const std::shared_ptr<Tombstones> tombstones_ = std::make_shared<Tombstones>();
+
+  mutable std::mutex state_mu_;
+  std::shared_ptr<const ReadState> state_;  // guarded by state_mu_
+
+  mutable std::mutex write_mu_;  // orders sequence numbers with WAL appends; guards the two below
+  uint64_t seq_ = 0;
+  uint64_t wal_seq_ = 0;  // the WAL file being appended to
   std::unique_ptr<Wal> wal_;
+
+  std::atomic<uint64_t> segment_dead_{0};  // dead rows in segments (for live counts)
+  std::mutex maintenance_mu_;              // one build / flush / merge at a time
+  mutable std::mutex progress_mu_;
+  BuildProgress progress_;  // guarded by progress_mu_
 };
 
 }  // namespace shoal::storage

@@ -7,7 +7,9 @@ namespace shoal::storage {
 
 struct Memtable::Chunk {
   Chunk(size_t rows, uint32_t dim)
-      : vectors(new float[rows * dim]), ids(new uint64_t[rows]), dead(new std::atomic<uint8_t>[rows]),
+      : vectors(new float[rows * dim]),
+        ids(new uint64_t[rows]),
+        dead(new std::atomic<uint8_t>[rows]),
         attributes(rows) {
     for (size_t i = 0; i < rows; ++i) dead[i].store(0, std::memory_order_relaxed);
   }
@@ -53,6 +55,23 @@ void Memtable::Upsert(const PointRecord& point) {
     it->second = row;
   }
   rows_ = row + 1;
+}
+
+void Memtable::ForEachLive(
+    const std::function<void(uint64_t, const float*, const std::string&)>& fn) const {
+  std::vector<std::shared_ptr<Chunk>> chunks;
+  size_t rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    chunks = chunks_;
+    rows = rows_;
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const Chunk& c = *chunks[r / rows_per_chunk_];
+    const size_t slot = r % rows_per_chunk_;
+    if (c.dead[slot].load(std::memory_order_acquire)) continue;
+    fn(c.ids[slot], c.vectors.get() + slot * dim_, c.attributes[slot]);
+  }
 }
 
 bool Memtable::Delete(uint64_t id) {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,9 @@ class Memtable {
   std::optional<StoredPoint> Get(uint64_t id, bool include_vector) const;
   uint32_t dim() const { return dim_; }
   uint64_t live_count() const;
+  // Calls fn for every live row, in insertion order (a consistent prefix of the rows).
+  void ForEachLive(const std::function<void(uint64_t id, const float* vector,
+                                            const std::string& attributes)>& fn) const;
   uint64_t memory_bytes() const;
 
  private:

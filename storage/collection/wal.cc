@@ -36,9 +36,9 @@ void Wal::Append(std::string record, Callback done) {
     if (closing_) {
       refused = absl::UnavailableError("collection is closing");
     } else if (!failed_.ok()) {
-      refused = absl::Status(failed_.code(),
-                             absl::StrCat("WAL is read-only after an earlier failure: ",
-                                          failed_.message()));
+      refused = absl::Status(
+          failed_.code(),
+          absl::StrCat("WAL is read-only after an earlier failure: ", failed_.message()));
     } else if (queued_bytes_ + record.size() > options_.max_pending_bytes && !queue_.empty()) {
       refused = absl::ResourceExhaustedError("too many writes waiting for the WAL; retry later");
     } else {
@@ -148,8 +148,8 @@ absl::Status ReplayWal(FileSystem* fs, const std::string& path,
       return fs->Truncate(path, offset);
     }
     if (bad_crc) {
-      return absl::DataLossError(absl::StrCat(path, ": corrupt WAL record at offset ", offset,
-                                              " followed by more data"));
+      return absl::DataLossError(
+          absl::StrCat(path, ": corrupt WAL record at offset ", offset, " followed by more data"));
     }
     const auto type = WalRecordType(uint8_t(body[0]));
     SHOAL_RETURN_IF_ERROR(apply(type, std::string_view(body).substr(1)));

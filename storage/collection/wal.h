@@ -74,10 +74,10 @@ class Wal {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> queue_;   // guarded by mu_
-  uint64_t queued_bytes_ = 0;   // guarded by mu_
-  bool closing_ = false;        // guarded by mu_
-  absl::Status failed_;         // guarded by mu_; sticky write/fsync error
+  std::deque<Pending> queue_;  // guarded by mu_
+  uint64_t queued_bytes_ = 0;  // guarded by mu_
+  bool closing_ = false;       // guarded by mu_
+  absl::Status failed_;        // guarded by mu_; sticky write/fsync error
   std::thread thread_;
 };
 

@@ -17,6 +17,19 @@ std::string EncodeManifest(const CollectionManifest& m) {
   PutVarint64(&out, m.index.pq_m);
   PutVarint64(&out, m.index.default_nprobe);
   PutVarint64(&out, m.first_wal_seq);
+  PutVarint64(&out, m.write_seq);
+  PutVarint64(&out, m.next_segment_id);
+  PutVarint64(&out, m.segments.size());
+  for (const SegmentEntry& s : m.segments) {
+    PutVarint64(&out, s.id);
+    PutVarint64(&out, s.seq);
+    PutVarint64(&out, s.num_vectors);
+  }
+  PutVarint64(&out, m.tombstones.size());
+  for (const Tombstone& t : m.tombstones) {
+    PutFixed64(&out, t.id);
+    PutVarint64(&out, t.seq);
+  }
   PutFixed32(&out, MaskCrc(Crc32c(out)));
   return out;
 }
@@ -33,19 +46,42 @@ absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
   Decoder in(body.substr(kManifestMagic.size()));
   uint32_t version = 0;
   in.GetFixed32(&version);
-  if (version != kManifestVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("manifest: format version ", version,
-                                                      " is not supported"));
+  if (version != 1 && version != kManifestVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("manifest: format version ", version, " is not supported"));
   }
   CollectionManifest m;
   std::string_view name;
   uint64_t dim = 0, nlist = 0, pq_m = 0, nprobe = 0, first_wal = 0;
   uint8_t metric = 0, type = 0;
-  if (!in.GetBytes(&name) || !in.GetVarint64(&dim) || !in.GetByte(&metric) ||
-      !in.GetByte(&type) || !in.GetVarint64(&nlist) || !in.GetVarint64(&pq_m) ||
-      !in.GetVarint64(&nprobe) || !in.GetVarint64(&first_wal) || !in.empty()) {
+  if (!in.GetBytes(&name) || !in.GetVarint64(&dim) || !in.GetByte(&metric) || !in.GetByte(&type) ||
+      !in.GetVarint64(&nlist) || !in.GetVarint64(&pq_m) || !in.GetVarint64(&nprobe) ||
+      !in.GetVarint64(&first_wal)) {
     return absl::DataLossError("manifest: truncated body");
   }
+  if (version >= 2) {
+    uint64_t segments = 0, tombstones = 0;
+    if (!in.GetVarint64(&m.write_seq) || !in.GetVarint64(&m.next_segment_id) ||
+        !in.GetVarint64(&segments) || segments > (1u << 20)) {
+      return absl::DataLossError("manifest: truncated segment list");
+    }
+    m.segments.resize(segments);
+    for (SegmentEntry& s : m.segments) {
+      if (!in.GetVarint64(&s.id) || !in.GetVarint64(&s.seq) || !in.GetVarint64(&s.num_vectors)) {
+        return absl::DataLossError("manifest: truncated segment list");
+      }
+    }
+    if (!in.GetVarint64(&tombstones) || tombstones > in.remaining()) {
+      return absl::DataLossError("manifest: truncated tombstones");
+    }
+    m.tombstones.resize(tombstones);
+    for (Tombstone& t : m.tombstones) {
+      if (!in.GetFixed64(&t.id) || !in.GetVarint64(&t.seq)) {
+        return absl::DataLossError("manifest: truncated tombstones");
+      }
+    }
+  }
+  if (!in.empty()) return absl::DataLossError("manifest: trailing bytes");
   if (metric < 1 || metric > 3 || type < 1 || type > 4) {
     return absl::DataLossError("manifest: bad metric or index type");
   }

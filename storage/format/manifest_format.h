@@ -5,7 +5,12 @@
 //   "SHOALMAN" fixed32 version
 //   bytes name, varint dim, uint8 metric, uint8 index type, varint nlist, varint pq_m,
 //   varint default_nprobe, varint first_wal_seq
+//   version 2 adds: varint write_seq, varint next_segment_id,
+//     varint #segments, per segment: varint id, varint seq, varint num_vectors
+//     varint #tombstones, per tombstone: fixed64 id, varint seq
 //   fixed32 masked crc of everything before it
+//
+// Version 1 manifests (no segments) are still read.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -13,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/base/metric.h"
@@ -21,7 +27,22 @@
 namespace shoal::storage {
 
 inline constexpr std::string_view kManifestMagic = "SHOALMAN";
-inline constexpr uint32_t kManifestVersion = 1;
+inline constexpr uint32_t kManifestVersion = 2;
+
+// An immutable IVF segment (seg-<id>/ under the collection directory). It holds the live
+// vectors of every write with sequence number <= seq.
+struct SegmentEntry {
+  uint64_t id = 0;
+  uint64_t seq = 0;
+  uint64_t num_vectors = 0;
+};
+
+// An id written (upserted again or deleted) at `seq`: rows of segments with a smaller seq
+// that carry this id are dead.
+struct Tombstone {
+  uint64_t id = 0;
+  uint64_t seq = 0;
+};
 
 struct CollectionManifest {
   std::string name;
@@ -29,6 +50,10 @@ struct CollectionManifest {
   core::Metric metric = core::Metric::kL2;
   core::IndexSpec index;
   uint64_t first_wal_seq = 1;  // WAL files numbered below this are obsolete
+  uint64_t write_seq = 0;      // writes up to this sequence number are in segments
+  uint64_t next_segment_id = 1;
+  std::vector<SegmentEntry> segments;  // oldest first
+  std::vector<Tombstone> tombstones;
 };
 
 std::string EncodeManifest(const CollectionManifest& manifest);

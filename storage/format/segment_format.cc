@@ -29,26 +29,15 @@ bool GetFloatVector(Decoder* in, uint64_t n, std::vector<float>* v) {
 
 }  // namespace
 
-size_t IvfMeta::CodeSize() const {
-  switch (encoding) {
-    case VectorEncoding::kFlat:
-      return size_t(dim) * sizeof(float);
-    case VectorEncoding::kSq8:
-      return dim;
-    case VectorEncoding::kPq:
-      return (size_t(pq_m) * pq_nbits + 7) / 8;
-  }
-  return 0;
-}
-
-std::string EncodeIvfMeta(const IvfMeta& m) {
+std::string EncodeIvfMeta(const IvfMeta& meta) {
+  const core::IvfModel& m = meta.model;
   std::string out(kIvfMetaMagic);
   PutFixed32(&out, kIvfMetaVersion);
   PutVarint64(&out, m.dim);
   out.push_back(char(m.metric));
   out.push_back(char(m.encoding));
-  PutVarint64(&out, m.nlist());
-  PutVarint64(&out, m.num_vectors);
+  PutVarint64(&out, meta.nlist());
+  PutVarint64(&out, meta.num_vectors);
   PutFloatVector(&out, m.centroids);
   if (m.encoding == VectorEncoding::kSq8) {
     PutFloatVector(&out, m.sq_vmin);
@@ -58,7 +47,7 @@ std::string EncodeIvfMeta(const IvfMeta& m) {
     PutVarint64(&out, m.pq_nbits);
     PutFloatVector(&out, m.pq_codebooks);
   }
-  for (const PartitionExtent& p : m.partitions) {
+  for (const PartitionExtent& p : meta.partitions) {
     PutFixed64(&out, p.offset);
     PutFixed64(&out, p.length);
     PutVarint64(&out, p.count);
@@ -84,7 +73,8 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
     return absl::FailedPreconditionError(
         absl::StrCat("ivf.meta: format version ", version, " is not supported"));
   }
-  IvfMeta m;
+  IvfMeta meta;
+  core::IvfModel& m = meta.model;
   uint64_t dim = 0, nlist = 0, num = 0;
   uint8_t metric = 0, encoding = 0;
   if (!in.GetVarint64(&dim) || !in.GetByte(&metric) || !in.GetByte(&encoding) ||
@@ -97,8 +87,8 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
   }
   m.dim = uint32_t(dim);
   m.metric = core::Metric(metric);
-  m.encoding = VectorEncoding(encoding);
-  m.num_vectors = num;
+  m.encoding = core::VectorEncoding(encoding);
+  meta.num_vectors = num;
   if (!GetFloatVector(&in, nlist * dim, &m.centroids)) return Corrupt("truncated centroids");
   if (m.encoding == VectorEncoding::kSq8) {
     if (!GetFloatVector(&in, dim, &m.sq_vmin) || !GetFloatVector(&in, dim, &m.sq_vdiff)) {
@@ -116,9 +106,9 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
       return Corrupt("truncated PQ codebooks");
     }
   }
-  m.partitions.resize(nlist);
+  meta.partitions.resize(nlist);
   uint64_t total = 0;
-  for (PartitionExtent& p : m.partitions) {
+  for (PartitionExtent& p : meta.partitions) {
     if (!in.GetFixed64(&p.offset) || !in.GetFixed64(&p.length) || !in.GetVarint64(&p.count) ||
         !in.GetFixed32(&p.crc32c)) {
       return Corrupt("truncated partition table");
@@ -130,7 +120,7 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
   }
   if (total != num) return Corrupt("partition counts do not add up to num_vectors");
   if (!in.empty()) return Corrupt("trailing bytes");
-  return m;
+  return meta;
 }
 
 }  // namespace shoal::storage

@@ -10,7 +10,9 @@
 //   fixed32 masked crc of everything before it
 //
 // lists.dat holds the partitions back to back, each starting at a 4 KiB-aligned offset (for
-// O_DIRECT): `count` codes of CodeSize() bytes, then `count` fixed64 ids.
+// O_DIRECT): `count` fixed64 ids, then `count` codes of CodeSize() bytes. (DESIGN.md has codes
+// first; ids first keeps them 8-byte aligned in the read buffer whatever the code size.)
+// raw.dat (SQ8/PQ only) holds the float32 vectors in the same partition and row order.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -21,14 +23,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/base/metric.h"
+#include "core/index/ivf_model.h"
 
 namespace shoal::storage {
 
 inline constexpr std::string_view kIvfMetaMagic = "SHOALIVF";
 inline constexpr uint32_t kIvfMetaVersion = 1;
 
-enum class VectorEncoding : uint8_t { kFlat = 1, kSq8 = 2, kPq = 3 };
+using core::VectorEncoding;
 
 struct PartitionExtent {
   uint64_t offset = 0;  // in lists.dat, 4 KiB aligned
@@ -38,19 +40,11 @@ struct PartitionExtent {
 };
 
 struct IvfMeta {
-  uint32_t dim = 0;
-  core::Metric metric = core::Metric::kL2;
-  VectorEncoding encoding = VectorEncoding::kFlat;
+  core::IvfModel model;
   uint64_t num_vectors = 0;
-  std::vector<float> centroids;  // nlist * dim
-  std::vector<float> sq_vmin, sq_vdiff;  // SQ8: dim each
-  uint32_t pq_m = 0, pq_nbits = 0;
-  std::vector<float> pq_codebooks;  // PQ: m * 2^nbits * (dim / m)
   std::vector<PartitionExtent> partitions;  // nlist
 
   size_t nlist() const { return partitions.size(); }
-  // Bytes of one encoded vector.
-  size_t CodeSize() const;
 };
 
 std::string EncodeIvfMeta(const IvfMeta& meta);

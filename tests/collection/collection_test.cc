@@ -39,7 +39,7 @@ TEST(Collection, WritesAreVisibleWhenAcknowledgedAndSurviveReopen) {
     auto c = Collection::Create(DefaultFileSystem(), path, Manifest("c", 2), {});
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(*Upsert(**c, {{1, {1, 1}, ""}, {2, {2, 2}, "a"}, {3, {3, 3}, ""}}), 3u);
-    EXPECT_EQ((*c)->SearchView().rows(), 3u);  // read-after-write
+    EXPECT_EQ((*c)->SearchView().memtable.rows(), 3u);  // read-after-write
     EXPECT_EQ(*Delete(**c, {2, 42}), 1u);
     EXPECT_EQ(*Upsert(**c, {{1, {9, 9}, ""}}), 1u);
     auto got = (*c)->Get(std::vector<uint64_t>{3, 2, 1}, true);

@@ -46,8 +46,8 @@ TEST(Coding, DecoderRefusesToReadPastTheEnd) {
 TEST(WalFormat, UpsertBatchRoundTripsWithAttributes) {
   UpsertBatch batch;
   batch.dim = 3;
-  core::Attributes attrs = {{"color", std::string("red")}, {"n", int64_t(-4)},
-                            {"w", 0.5}, {"ok", true}};
+  core::Attributes attrs = {
+      {"color", std::string("red")}, {"n", int64_t(-4)}, {"w", 0.5}, {"ok", true}};
   batch.points.push_back({7, {1, 2, 3}, EncodeAttributes(attrs)});
   batch.points.push_back({1ull << 63, {4, 5, 6}, ""});
   auto decoded = DecodeUpsertBatch(EncodeUpsertBatch(batch));

@@ -6,7 +6,8 @@ namespace shoal::storage {
 namespace {
 
 IvfMeta Meta(VectorEncoding encoding) {
-  IvfMeta m;
+  IvfMeta meta;
+  core::IvfModel& m = meta.model;
   m.dim = 8;
   m.metric = core::Metric::kInnerProduct;
   m.encoding = encoding;
@@ -28,11 +29,11 @@ IvfMeta Meta(VectorEncoding encoding) {
     p.count = c;
     p.length = c * (m.CodeSize() + 8);
     p.crc32c = uint32_t(c * 7);
-    m.partitions.push_back(p);
+    meta.partitions.push_back(p);
     offset += (p.length + 4095) / 4096 * 4096;
   }
-  m.num_vectors = 15;
-  return m;
+  meta.num_vectors = 15;
+  return meta;
 }
 
 TEST(SegmentFormat, RoundTripsEveryEncoding) {
@@ -40,19 +41,19 @@ TEST(SegmentFormat, RoundTripsEveryEncoding) {
     const IvfMeta m = Meta(e);
     auto back = DecodeIvfMeta(EncodeIvfMeta(m));
     ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_EQ(back->dim, 8u);
-    EXPECT_EQ(back->metric, core::Metric::kInnerProduct);
-    EXPECT_EQ(back->encoding, e);
+    EXPECT_EQ(back->model.dim, 8u);
+    EXPECT_EQ(back->model.metric, core::Metric::kInnerProduct);
+    EXPECT_EQ(back->model.encoding, e);
     EXPECT_EQ(back->nlist(), 3u);
-    EXPECT_EQ(back->centroids, m.centroids);
-    EXPECT_EQ(back->sq_vdiff, m.sq_vdiff);
-    EXPECT_EQ(back->pq_codebooks, m.pq_codebooks);
+    EXPECT_EQ(back->model.centroids, m.model.centroids);
+    EXPECT_EQ(back->model.sq_vdiff, m.model.sq_vdiff);
+    EXPECT_EQ(back->model.pq_codebooks, m.model.pq_codebooks);
     EXPECT_EQ(back->partitions[2].offset, m.partitions[2].offset);
     EXPECT_EQ(back->partitions[2].crc32c, m.partitions[2].crc32c);
   }
-  EXPECT_EQ(Meta(VectorEncoding::kFlat).CodeSize(), 32u);
-  EXPECT_EQ(Meta(VectorEncoding::kSq8).CodeSize(), 8u);
-  EXPECT_EQ(Meta(VectorEncoding::kPq).CodeSize(), 4u);
+  EXPECT_EQ(Meta(VectorEncoding::kFlat).model.CodeSize(), 32u);
+  EXPECT_EQ(Meta(VectorEncoding::kSq8).model.CodeSize(), 8u);
+  EXPECT_EQ(Meta(VectorEncoding::kPq).model.CodeSize(), 4u);
 }
 
 TEST(SegmentFormat, EveryFlippedByteAndEveryTruncationIsRejected) {

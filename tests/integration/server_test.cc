@@ -114,11 +114,54 @@ TEST_F(ServerTest, EveryRpcRoundTrips) {
   EXPECT_TRUE(client_->ListCollections()->empty());
 }
 
-TEST_F(ServerTest, IvfCollectionsSayTheyAreSearchedExactly) {
-  ASSERT_TRUE(client_->CreateCollection({"ivf", 8, Metric::kL2, {IndexType::kIvfFlat, 16}}).ok());
-  auto built = client_->BuildIndex("ivf");
-  ASSERT_TRUE(built.ok());
-  EXPECT_THAT(*built, HasSubstr("searched exactly"));
+// The IVF lifecycle through the real server: build, read-after-write next to the segment,
+// deletes as tombstones, Get from a segment, Flush into a second segment, restart.
+TEST(ServerIvf, BuildSearchWriteFlushAndRestart) {
+  testing::TempDir dir;
+  std::vector<Point> points = Grid(0, 3000, 8);
+  for (Point& p : points) p.vector[0] = float(p.id);  // every vector distinct
+  auto check = [&](Client& client, bool after_writes) {
+    auto hit = client.Search("ivf", points[7].vector, {.k = 1, .nprobe = 64});
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    ASSERT_EQ(hit->hits.size(), 1u);
+    EXPECT_EQ(hit->hits[0].id, after_writes ? 9999u : 7u);
+    auto got = client.Get("ivf", {1, 7}, /*include_vectors=*/true);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->size(), after_writes ? 1u : 2u);
+    EXPECT_EQ((*got)[0].vector, points[1].vector);
+  };
+  {
+    auto server = ShoaldProcess::Start(dir.Sub("data"));
+    ASSERT_NE(server, nullptr);
+    Client client(server->addr());
+    ASSERT_TRUE(client.CreateCollection({"ivf", 8, Metric::kL2, {IndexType::kIvfSq8, 32}}).ok());
+    ASSERT_TRUE(client.Upsert("ivf", points).ok());
+    auto built = client.BuildIndex("ivf");
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_THAT(*built, HasSubstr("built IVF_SQ8 over 3000 vectors"));
+    auto info = client.DescribeCollection("ivf");
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->index_state, "ready");
+    EXPECT_EQ(info->num_segments, 1u);
+    EXPECT_EQ(info->num_indexed, 3000u);
+    check(client, false);
+    // A new point at 7's place (read-after-write) and 7 deleted from the segment.
+    ASSERT_TRUE(client.Upsert("ivf", {{9999, points[7].vector, {}}}).ok());
+    ASSERT_TRUE(client.Delete("ivf", {7}).ok());
+    check(client, true);
+    auto flushed = client.Flush("ivf");
+    ASSERT_TRUE(flushed.ok()) << flushed.status();
+    EXPECT_THAT(*flushed, HasSubstr("flushed 1 vectors"));
+    EXPECT_EQ(client.DescribeCollection("ivf")->num_segments, 2u);
+    EXPECT_EQ(client.DescribeCollection("ivf")->num_vectors, 3000u);
+    check(client, true);
+    EXPECT_EQ(server->Terminate(), 0);
+  }
+  auto server = ShoaldProcess::Start(dir.Sub("data"));
+  ASSERT_NE(server, nullptr);
+  Client client(server->addr());
+  check(client, true);
+  EXPECT_EQ(client.DescribeCollection("ivf")->num_vectors, 3000u);
 }
 
 TEST_F(ServerTest, InnerProductAndCosineOrderBySimilarity) {
@@ -148,13 +191,12 @@ TEST_F(ServerTest, EveryValidationErrorNamesItsField) {
               absl::StatusCode::kInvalidArgument, "name");
   ExpectError(client_->CreateCollection({std::string(65, 'a'), 3, Metric::kL2}),
               absl::StatusCode::kInvalidArgument, "name");
-  ExpectError(client_->CreateCollection({"d0", 0, Metric::kL2}),
-              absl::StatusCode::kInvalidArgument, "dim");
+  ExpectError(client_->CreateCollection({"d0", 0, Metric::kL2}), absl::StatusCode::kInvalidArgument,
+              "dim");
   ExpectError(client_->CreateCollection({"dbig", 65537, Metric::kL2}),
               absl::StatusCode::kInvalidArgument, "dim");
   ExpectError(client_->Search("nope", {1, 2, 3}).status(), absl::StatusCode::kNotFound, "nope");
-  ExpectError(client_->Upsert("nope", Grid(0, 1, 3)).status(), absl::StatusCode::kNotFound,
-              "nope");
+  ExpectError(client_->Upsert("nope", Grid(0, 1, 3)).status(), absl::StatusCode::kNotFound, "nope");
   ExpectError(client_->DescribeCollection("nope").status(), absl::StatusCode::kNotFound, "nope");
   ExpectError(client_->DropCollection("nope"), absl::StatusCode::kNotFound, "nope");
   ExpectError(client_->Upsert("v", Grid(0, 1, 4)).status(), absl::StatusCode::kInvalidArgument,
@@ -249,7 +291,8 @@ TEST_F(ServerTest, MetricsAreValidPrometheusText) {
   auto [status, body] = HttpGet(server_->http_port(), "/metrics");
   ASSERT_EQ(status, 200);
   EXPECT_THAT(body, HasSubstr("shoal_rpc_requests_total{code=\"OK\",method=\"Search\"} 1"));
-  EXPECT_THAT(body, HasSubstr("shoal_rpc_requests_total{code=\"INVALID_ARGUMENT\",method=\"Search\"} 1"));
+  EXPECT_THAT(body,
+              HasSubstr("shoal_rpc_requests_total{code=\"INVALID_ARGUMENT\",method=\"Search\"} 1"));
   EXPECT_THAT(body, HasSubstr("shoal_rpc_latency_seconds_bucket{method=\"Upsert\""));
   EXPECT_THAT(body, HasSubstr("shoal_collection_vectors{collection=\"m\"} 10"));
   EXPECT_THAT(body, HasSubstr("shoal_wal_fsync_seconds_count"));
@@ -260,7 +303,8 @@ TEST_F(ServerTest, MetricsAreValidPrometheusText) {
   std::FILE* f = std::fopen(file.c_str(), "w");
   std::fwrite(body.data(), 1, body.size(), f);
   std::fclose(f);
-  const int rc = std::system(("promtool check metrics < " + file + " > " + file + ".out 2>&1").c_str());
+  const int rc =
+      std::system(("promtool check metrics < " + file + " > " + file + ".out 2>&1").c_str());
   EXPECT_EQ(rc, 0) << "promtool (from Debian's prometheus package) rejected /metrics:\n"
                    << testing::ReadWholeFile(file + ".out");
 }
@@ -337,8 +381,8 @@ TEST(ServerAuth, ApiKeyIsRequiredWhenConfigured) {
 
 TEST(ServerAdmission, SearchesPastTheBoundAreRejectedNotQueued) {
   testing::TempDir dir;
-  auto server = ShoaldProcess::Start(
-      dir.Sub("data"), {"--max-inflight-searches", "1", "--cpu-threads", "1"});
+  auto server =
+      ShoaldProcess::Start(dir.Sub("data"), {"--max-inflight-searches", "1", "--cpu-threads", "1"});
   ASSERT_NE(server, nullptr);
   // Sanitizer builds are ~10x slower: a generous deadline, so only admission can fail a call.
   Client client(server->addr(), {.timeout = std::chrono::minutes(5)});
@@ -400,8 +444,8 @@ TEST(ServerIo, TheIoBackendCanBeForcedAndIsExported) {
 
   // A bad backend name is a start-up error naming the field.
   testing::TempDir bad_dir;
-  const std::string cmd = testing::BinDir() + "/shoald --io-backend spdk --data-dir " +
-                          bad_dir.Sub("c") + " 2>&1";
+  const std::string cmd =
+      testing::BinDir() + "/shoald --io-backend spdk --data-dir " + bad_dir.Sub("c") + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   char buf[512] = {0};
   const size_t n = fread(buf, 1, sizeof(buf) - 1, p);

@@ -76,7 +76,7 @@ TEST(CollectionStress, ConcurrentWritesAndSearchesStayConsistent) {
     searchers.emplace_back([&] {
       for (int i = 0; i < 100; ++i) {
         core::FlatSearchRequest req;
-        req.view = c.SearchView();
+        req.view = c.SearchView().memtable;
         req.num_queries = 2;
         req.queries.assign(2 * kDim, 0.0f);  // nearest to the deleted zero vectors
         req.k = 50;
@@ -107,7 +107,7 @@ TEST(CollectionStress, ConcurrentWritesAndSearchesStayConsistent) {
 
   // Once writers are done, a search sees each live id exactly once.
   core::FlatSearchRequest req;
-  req.view = c.SearchView();
+  req.view = c.SearchView().memtable;
   req.num_queries = 1;
   req.queries.assign(kDim, 50.0f);
   req.k = 2000;

@@ -1,0 +1,281 @@
+#include "storage/collection/segment.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status.h"
+#include "storage/collection/segment_writer.h"
+#include "storage/format/coding.h"
+#include "storage/format/crc32c.h"
+
+namespace shoal::storage {
+namespace {}  // namespace
+
+Segment::Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
+                 PartitionCache* cache)
+    : dir_(std::move(dir)),
+      id_(id),
+      meta_(std::move(meta)),
+      model_(std::make_shared<const core::IvfModel>(meta_.model)),
+      scheduler_(scheduler),
+      cache_(cache) {}
+
+Segment::~Segment() {
+  scheduler_->CloseFile(lists_file_);
+  if (raw_) scheduler_->CloseFile(raw_file_);
+}
+
+absl::StatusOr<std::shared_ptr<Segment>> Segment::Open(FileSystem* fs, const std::string& dir,
+                                                       uint64_t id, IoScheduler* scheduler,
+                                                       PartitionCache* cache) {
+  SHOAL_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFileToString(fs, JoinPath(dir, "ivf.meta")));
+  SHOAL_ASSIGN_OR_RETURN(IvfMeta meta, DecodeIvfMeta(meta_bytes));
+  std::shared_ptr<Segment> s(new Segment(dir, id, std::move(meta), scheduler, cache));
+  SHOAL_RETURN_IF_ERROR(s->LoadIndex(fs));
+  s->disk_bytes_ += meta_bytes.size();
+  return s;
+}
+
+absl::Status Segment::LoadIndex(FileSystem* fs) {
+  const std::string lists_path = JoinPath(dir_, "lists.dat");
+  SHOAL_ASSIGN_OR_RETURN(lists_, fs->NewRandomAccessFile(lists_path));
+  SHOAL_ASSIGN_OR_RETURN(lists_file_, scheduler_->OpenFile(lists_path));
+  disk_bytes_ += lists_->size();
+  if (meta_.model.encoding != core::VectorEncoding::kFlat) {
+    const std::string raw_path = JoinPath(dir_, "raw.dat");
+    SHOAL_ASSIGN_OR_RETURN(raw_, fs->NewRandomAccessFile(raw_path));
+    SHOAL_ASSIGN_OR_RETURN(raw_file_, scheduler_->OpenFile(raw_path));
+    disk_bytes_ += raw_->size();
+    if (raw_->size() != meta_.num_vectors * meta_.model.dim * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(dir_, "/raw.dat: size does not match ivf.meta"));
+    }
+  }
+  // Row locations, from the id section of every partition.
+  uint64_t row_start = 0;
+  std::vector<uint64_t> ids;
+  for (uint32_t p = 0; p < meta_.nlist(); ++p) {
+    const PartitionExtent& e = meta_.partitions[p];
+    raw_row_start_.push_back(row_start);
+    row_start += e.count;
+    if (e.offset + e.length > lists_->size()) {
+      return absl::DataLossError(
+          absl::StrCat(dir_, "/lists.dat: partition ", p, " extends past the end of the file"));
+    }
+    ids.resize(e.count);
+    SHOAL_ASSIGN_OR_RETURN(
+        size_t got, lists_->Read(e.offset, e.count * 8, reinterpret_cast<char*>(ids.data())));
+    if (got != e.count * 8) return absl::DataLossError(absl::StrCat(dir_, ": short read"));
+    for (uint32_t r = 0; r < e.count; ++r) where_[ids[r]] = {p, r};
+  }
+  // Attributes.
+  SHOAL_ASSIGN_OR_RETURN(std::string attrs, ReadFileToString(fs, JoinPath(dir_, "attrs.dat")));
+  disk_bytes_ += attrs.size();
+  if (attrs.size() < kAttrsMagic.size() + 8 || attrs.substr(0, kAttrsMagic.size()) != kAttrsMagic ||
+      UnmaskCrc(DecodeFixed32(attrs.data() + attrs.size() - 4)) !=
+          Crc32c(std::string_view(attrs).substr(0, attrs.size() - 4))) {
+    return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: bad magic or checksum"));
+  }
+  Decoder in(
+      std::string_view(attrs).substr(kAttrsMagic.size(), attrs.size() - kAttrsMagic.size() - 4));
+  uint32_t version = 0;
+  uint64_t n = 0;
+  if (!in.GetFixed32(&version) || version != 1 || !in.GetVarint64(&n)) {
+    return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: bad header"));
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t id = 0;
+    std::string_view bytes;
+    if (!in.GetFixed64(&id) || !in.GetBytes(&bytes)) {
+      return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: truncated"));
+    }
+    attributes_[id] = std::string(bytes);
+  }
+  return absl::OkStatus();
+}
+
+core::IvfSegmentRef Segment::Ref(std::shared_ptr<const core::IdFilter> dead) {
+  core::IvfSegmentRef ref;
+  ref.model = model_;
+  for (const PartitionExtent& e : meta_.partitions) {
+    ref.partition_bytes.push_back(e.length);
+    ref.partition_rows.push_back(e.count);
+  }
+  ref.source = shared_from_this();
+  ref.dead = std::move(dead);
+  return ref;
+}
+
+std::pair<uint64_t, uint64_t> Segment::RawLocation(uint32_t partition, uint32_t row) const {
+  const uint64_t vector_bytes = uint64_t(meta_.model.dim) * sizeof(float);
+  if (raw_) return {raw_file_, (raw_row_start_[partition] + row) * vector_bytes};
+  const PartitionExtent& e = meta_.partitions[partition];
+  return {lists_file_, e.offset + e.count * 8 + row * vector_bytes};
+}
+
+absl::Status Segment::ReadVector(uint32_t partition, uint32_t row, float* out) const {
+  const auto [file, offset] = RawLocation(partition, row);
+  const size_t bytes = size_t(meta_.model.dim) * sizeof(float);
+  const RandomAccessFile* f = file == lists_file_ ? lists_.get() : raw_.get();
+  SHOAL_ASSIGN_OR_RETURN(size_t got, f->Read(offset, bytes, reinterpret_cast<char*>(out)));
+  if (got != bytes) return absl::DataLossError(absl::StrCat(dir_, ": short vector read"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoredPoint> Segment::ReadPoint(uint64_t id, bool include_vector) const {
+  auto it = where_.find(id);
+  if (it == where_.end()) return absl::NotFoundError(absl::StrCat("id ", id));
+  StoredPoint p;
+  p.id = id;
+  if (auto a = attributes_.find(id); a != attributes_.end()) p.attributes = a->second;
+  if (include_vector) {
+    p.vector.resize(meta_.model.dim);
+    SHOAL_RETURN_IF_ERROR(ReadVector(it->second.partition, it->second.row, p.vector.data()));
+  }
+  return p;
+}
+
+absl::Status Segment::ForEachRow(
+    const std::function<void(uint64_t, const float*, const std::string&)>& fn) const {
+  static const std::string kNone;
+  std::vector<float> vector(meta_.model.dim);
+  std::vector<uint64_t> ids;
+  for (uint32_t p = 0; p < meta_.nlist(); ++p) {
+    const PartitionExtent& e = meta_.partitions[p];
+    ids.resize(e.count);
+    SHOAL_ASSIGN_OR_RETURN(
+        size_t got, lists_->Read(e.offset, e.count * 8, reinterpret_cast<char*>(ids.data())));
+    if (got != e.count * 8) return absl::DataLossError(absl::StrCat(dir_, ": short read"));
+    for (uint32_t r = 0; r < e.count; ++r) {
+      SHOAL_RETURN_IF_ERROR(ReadVector(p, r, vector.data()));
+      auto a = attributes_.find(ids[r]);
+      fn(ids[r], vector.data(), a == attributes_.end() ? kNone : a->second);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Segment::ReadPartition(uint32_t partition, const core::PartitionFetch& fetch,
+                            PartitionRead done) {
+  const PartitionExtent& e = meta_.partitions[partition];
+  ReadRequest r;
+  r.file = lists_file_;
+  r.offset = e.offset;
+  r.length = uint32_t(e.length);
+  r.query = fetch.query_seq;
+  r.rank = fetch.rank;
+  if (fetch.cancel) r.deadline = fetch.cancel->deadline();
+  scheduler_->Read(r, [self = shared_from_this(), partition, crc = e.crc32c,
+                       done = std::move(done)](absl::StatusOr<ReadResult> result) mutable {
+    if (result.ok() && Crc32c(std::string_view(result->data, result->size)) != crc) {
+      result = absl::DataLossError(
+          absl::StrCat(self->dir_, "/lists.dat: partition ", partition, " fails its checksum"));
+    }
+    std::move(done)(std::move(result));
+  });
+}
+
+void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
+  if (fetch.cancel) {
+    if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
+  }
+  const uint32_t partition = fetch.partition;
+  const PartitionExtent& e = meta_.partitions[partition];
+  struct Timing {
+    uint64_t queue_us = 0, io_us = 0;
+  };
+  auto timing = std::make_shared<Timing>();
+  auto to_data = [count = e.count, code_size = meta_.model.CodeSize()](const char* bytes) {
+    core::PartitionData data;
+    data.ids = reinterpret_cast<const uint64_t*>(bytes);
+    data.codes = reinterpret_cast<const uint8_t*>(bytes + count * 8);
+    data.count = count;
+    (void)code_size;
+    return data;
+  };
+  PartitionCache::Loader loader = [self = shared_from_this(), partition, fetch,
+                                   timing](PartitionCache::LoadDone loaded) mutable {
+    self->ReadPartition(partition, fetch,
+                        [timing, loaded = std::move(loaded)](absl::StatusOr<ReadResult> r) mutable {
+                          if (!r.ok()) return std::move(loaded)(r.status());
+                          timing->queue_us = r->queue_us;
+                          timing->io_us = r->kernel_us;
+                          std::move(loaded)(PartitionBytes{r->buffer, r->data, r->size});
+                        });
+  };
+  cache_->Get(PartitionKey{id_, partition}, e.length, PartitionCache::Admission::kIfRoom,
+              std::move(loader),
+              [self = shared_from_this(), partition, fetch, timing, to_data, length = e.length,
+               done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
+                if (handle.status().code() == absl::StatusCode::kResourceExhausted) {
+                  // No room next to what is pinned: read it for this query only.
+                  return self->ReadPartition(
+                      partition, fetch,
+                      [to_data, done = std::move(done)](absl::StatusOr<ReadResult> r) mutable {
+                        if (!r.ok()) return std::move(done)(r.status());
+                        core::PartitionData data = to_data(r->data);
+                        data.pin = r->buffer;
+                        data.bytes_read = r->size;
+                        data.queue_us = r->queue_us;
+                        data.io_us = r->kernel_us;
+                        std::move(done)(std::move(data));
+                      });
+                }
+                if (!handle.ok()) return std::move(done)(handle.status());
+                auto pinned = std::make_shared<PartitionHandle>(*std::move(handle));
+                core::PartitionData data = to_data(pinned->data());
+                data.cached = pinned->hit();
+                data.bytes_read = pinned->hit() ? 0 : length;
+                data.queue_us = timing->queue_us;
+                data.io_us = timing->io_us;
+                data.pin = std::move(pinned);
+                std::move(done)(std::move(data));
+              });
+}
+
+void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
+                      RawDone done) {
+  struct State {
+    std::mutex mu;
+    core::RawRows out;
+    size_t remaining = 0;
+    absl::Status error;
+    RawDone done;
+  };
+  const size_t dim = meta_.model.dim, bytes = dim * sizeof(float);
+  auto state = std::make_shared<State>();
+  state->out.vectors.resize(rows.size() * dim);
+  state->remaining = rows.size();
+  state->done = std::move(done);
+  if (rows.empty()) return std::move(state->done)(std::move(state->out));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto [file, offset] = RawLocation(rows[i].partition, rows[i].row);
+    ReadRequest r;
+    r.file = file;
+    r.offset = offset;
+    r.length = uint32_t(bytes);
+    r.query = priority.query_seq;
+    r.rank = 0;
+    if (priority.cancel) r.deadline = priority.cancel->deadline();
+    scheduler_->Read(
+        r, [self = shared_from_this(), state, i, dim, bytes](absl::StatusOr<ReadResult> result) {
+          bool last;
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            if (!result.ok()) {
+              if (state->error.ok()) state->error = result.status();
+            } else if (result->size != bytes) {
+              state->error = absl::DataLossError(absl::StrCat(self->dir_, ": short raw read"));
+            } else {
+              std::memcpy(state->out.vectors.data() + i * dim, result->data, bytes);
+              state->out.bytes_read += bytes;
+            }
+            last = --state->remaining == 0;
+          }
+          if (!last) return;
+          if (!state->error.ok()) return std::move(state->done)(state->error);
+          std::move(state->done)(std::move(state->out));
+        });
+  }
+}
+
+}  // namespace shoal::storage

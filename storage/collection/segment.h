@@ -1,0 +1,90 @@
+// Segment: one opened, immutable IVF segment directory (storage/collection/segment_writer.h)
+// and the PartitionSource the query engine reads it through.
+//
+// Fetch() answers from the PartitionCache or reads the partition through the IoScheduler
+// (O_DIRECT, the query's priority and deadline), verifies its CRC32C and inserts it into the
+// cache. A partition that does not fit the cache's budget next to what is pinned is read
+// uncached: the bytes live exactly as long as the query's pin, and the query's own
+// pinned-bytes budget bounds them (I-4: a full cache never stops a query). ReadRaw() reads
+// single rows' full-precision vectors for refine.
+//
+// Open() also loads each row's location (for Get) and the rows' attributes into memory.
+//
+// Thread-safety: every method is thread-safe. Reads in flight keep the Segment alive.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/index/ivf_search.h"
+#include "storage/cache/partition_cache.h"
+#include "storage/collection/memtable.h"
+#include "storage/format/segment_format.h"
+#include "storage/io/file_system.h"
+#include "storage/sched/io_scheduler.h"
+
+namespace shoal::storage {
+
+class Segment final : public core::PartitionSource, public std::enable_shared_from_this<Segment> {
+ public:
+  // REQUIRES: scheduler and cache outlive the Segment.
+  static absl::StatusOr<std::shared_ptr<Segment>> Open(FileSystem* fs, const std::string& dir,
+                                                       uint64_t id, IoScheduler* scheduler,
+                                                       PartitionCache* cache);
+  ~Segment() override;
+
+  uint64_t id() const { return id_; }
+  const IvfMeta& meta() const { return meta_; }
+  const std::shared_ptr<const core::IvfModel>& model() const { return model_; }
+  uint64_t disk_bytes() const { return disk_bytes_; }
+  const std::string& dir() const { return dir_; }
+
+  // The engine's view of this segment.
+  core::IvfSegmentRef Ref(std::shared_ptr<const core::IdFilter> dead);
+
+  bool Contains(uint64_t id) const { return where_.contains(id); }
+  // A row by id (blocking pread; run off the arena). NOT_FOUND if the segment has no such id.
+  absl::StatusOr<StoredPoint> ReadPoint(uint64_t id, bool include_vector) const;
+  // Every row with its full-precision vector (blocking reads), for merges and rebuilds.
+  absl::Status ForEachRow(const std::function<void(uint64_t id, const float* vector,
+                                                   const std::string& attributes)>& fn) const;
+
+  void Fetch(const core::PartitionFetch& fetch, FetchDone done) override;
+  void ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
+               RawDone done) override;
+
+ private:
+  struct Location {
+    uint32_t partition = 0;
+    uint32_t row = 0;
+  };
+  using PartitionRead = absl::AnyInvocable<void(absl::StatusOr<ReadResult>) &&>;
+
+  Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
+          PartitionCache* cache);
+  absl::Status LoadIndex(FileSystem* fs);
+  // Reads and checks one partition through the scheduler.
+  void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done);
+  // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).
+  std::pair<uint64_t, uint64_t> RawLocation(uint32_t partition, uint32_t row) const;
+  absl::Status ReadVector(uint32_t partition, uint32_t row, float* out) const;
+
+  const std::string dir_;
+  const uint64_t id_;
+  const IvfMeta meta_;
+  const std::shared_ptr<const core::IvfModel> model_;
+  IoScheduler* const scheduler_;
+  PartitionCache* const cache_;
+  uint64_t lists_file_ = 0, raw_file_ = 0;         // scheduler handles
+  std::unique_ptr<RandomAccessFile> lists_, raw_;  // for blocking point reads
+  std::vector<uint64_t> raw_row_start_;            // per partition: first row's index in raw.dat
+  absl::flat_hash_map<uint64_t, Location> where_;
+  absl::flat_hash_map<uint64_t, std::string> attributes_;
+  uint64_t disk_bytes_ = 0;
+};
+
+}  // namespace shoal::storage
