@@ -63,14 +63,14 @@ test-asan: deps
 	$(call build_preset,asan)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest -j$(JOBS) --output-on-failure --timeout 900
+	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
 
 # gRPC, protobuf and TBB from Debian are not built with TSan, so their internal
 # synchronisation is invisible to it; the suppressions file names those libraries only.
 test-tsan: deps
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
-	  ctest -j$(JOBS) --output-on-failure --timeout 900
+	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
 
 # libFuzzer targets (clang, ASan+UBSan) over the on-disk decoders, the dataset readers and RPC
 # validation. Corpora live in build/fuzz/corpus so runs accumulate locally.

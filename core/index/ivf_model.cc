@@ -71,6 +71,7 @@ absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t 
     pq.cp.seed = int(options.seed);
     pq.cp.max_points_per_centroid = 256;
     pq.cp.min_points_per_centroid = 1;  // small collections train anyway, without warnings
+    pq.cp.niter = options.kmeans_iterations;
     pq.verbose = false;
     pq.train(n, vectors);
     model.pq_m = options.pq_m;

@@ -1,5 +1,6 @@
 #include "storage/collection/segment.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,9 @@
 #include "storage/format/crc32c.h"
 
 namespace shoal::storage {
+namespace {
+std::atomic<uint64_t> g_next_cache_id{1};
+}  // namespace
 namespace {}  // namespace
 
 Segment::Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
@@ -18,7 +22,8 @@ Segment::Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* schedu
       meta_(std::move(meta)),
       model_(std::make_shared<const core::IvfModel>(meta_.model)),
       scheduler_(scheduler),
-      cache_(cache) {}
+      cache_(cache),
+      cache_id_(g_next_cache_id.fetch_add(1)) {}
 
 Segment::~Segment() {
   scheduler_->CloseFile(lists_file_);
@@ -202,7 +207,7 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
                           std::move(loaded)(PartitionBytes{r->buffer, r->data, r->size});
                         });
   };
-  cache_->Get(PartitionKey{id_, partition}, e.length, PartitionCache::Admission::kIfRoom,
+  cache_->Get(PartitionKey{cache_id_, partition}, e.length, PartitionCache::Admission::kIfRoom,
               std::move(loader),
               [self = shared_from_this(), partition, fetch, timing, to_data, length = e.length,
                done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {

@@ -85,6 +85,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   absl::flat_hash_map<uint64_t, Location> where_;
   absl::flat_hash_map<uint64_t, std::string> attributes_;
   uint64_t disk_bytes_ = 0;
+  // Cache key namespace: unique in the process (segment ids repeat across collections).
+  const uint64_t cache_id_;
 };
 
 }  // namespace shoal::storage

@@ -18,8 +18,7 @@ struct CtlRun {
 };
 
 CtlRun Ctl(const std::string& addr, const std::string& args) {
-  const std::string cmd =
-      testing::BinDir() + "/shoalctl --addr " + addr + " " + args + " 2>&1";
+  const std::string cmd = testing::BinDir() + "/shoalctl --addr " + addr + " " + args + " 2>&1";
   CtlRun r{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -105,8 +104,8 @@ TEST(Shoalctl, LoadsTheFashionMnistIdxFile) {
   ASSERT_NE(server, nullptr);
   const std::string addr = server->addr();
   ASSERT_EQ(Ctl(addr, "create fm --dim 784").code, 0);
-  CtlRun r = Ctl(addr,
-              "load fm /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --limit 1000");
+  CtlRun r =
+      Ctl(addr, "load fm /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --limit 1000");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("loaded 1000 vectors"));
   EXPECT_THAT(r.out, HasSubstr("100%"));  // the progress line, non-TTY form

@@ -39,10 +39,12 @@ class ShoaldProcess {
  public:
   // Starts shoald on `data_dir` with extra flags; fails the test (returns null) if it does not
   // become ready within 60 s.
+  // `prefix` runs shoald under another command, e.g. {"taskset", "-c", "0"}.
   static std::unique_ptr<ShoaldProcess> Start(const std::string& data_dir,
-                                              std::vector<std::string> extra = {}) {
+                                              std::vector<std::string> extra = {},
+                                              std::vector<std::string> prefix = {}) {
     auto p = std::unique_ptr<ShoaldProcess>(new ShoaldProcess(data_dir));
-    if (!p->Launch(std::move(extra))) return nullptr;
+    if (!p->Launch(std::move(extra), std::move(prefix))) return nullptr;
     return p;
   }
 
@@ -75,13 +77,21 @@ class ShoaldProcess {
         ready_path_(data_dir_ + ".ready"),
         log_path_(data_dir_ + ".log") {}
 
-  bool Launch(std::vector<std::string> extra) {
+  bool Launch(std::vector<std::string> extra, std::vector<std::string> prefix) {
     std::remove(ready_path_.c_str());
-    std::vector<std::string> args = {BinDir() + "/shoald",   "--data-dir",    data_dir_,
-                                     "--grpc-addr",          "127.0.0.1:0",   "--http-addr",
-                                     "127.0.0.1:0",          "--ready-file",  ready_path_,
-                                     "--shutdown-grace-seconds", "5"};
+    std::vector<std::string> args = {BinDir() + "/shoald",
+                                     "--data-dir",
+                                     data_dir_,
+                                     "--grpc-addr",
+                                     "127.0.0.1:0",
+                                     "--http-addr",
+                                     "127.0.0.1:0",
+                                     "--ready-file",
+                                     ready_path_,
+                                     "--shutdown-grace-seconds",
+                                     "5"};
     args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), prefix.begin(), prefix.end());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* log = std::fopen(log_path_.c_str(), "a");
@@ -92,7 +102,7 @@ class ShoaldProcess {
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execvp(argv[0], argv.data());
       _exit(127);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
