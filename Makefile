@@ -11,7 +11,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io
+.PHONY: bench-io bench-ivf bench
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help
 
@@ -87,6 +87,12 @@ test-fuzz fuzz: deps
 # I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
+
+# IVF engine benchmark (not part of make test): shoald vs FAISS IndexIVFFlat, K sweep, cold path.
+bench-ivf: build
+	bench/ivf_bench.sh build/bin
+
+bench: bench-ivf bench-io
 
 coverage: deps
 	$(call build_preset,coverage)
