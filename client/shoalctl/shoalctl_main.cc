@@ -35,12 +35,12 @@ absl::StatusOr<shoal::IndexType> ParseIndex(const std::string& name) {
 }
 
 void PrintInfo(const shoal::CollectionInfo& c) {
-  std::printf("%-20s dim=%-6u metric=%-6s index=%-8s vectors=%-10llu indexed=%-10llu state=%s "
-              "disk=%.1fMiB\n",
-              c.name.c_str(), c.dim, shoal::MetricName(c.metric).c_str(),
-              shoal::IndexTypeName(c.index.type).c_str(), (unsigned long long)c.num_vectors,
-              (unsigned long long)c.num_indexed, c.index_state.c_str(),
-              double(c.disk_bytes) / (1 << 20));
+  std::printf(
+      "%-20s dim=%-6u metric=%-6s index=%-8s vectors=%-10llu indexed=%-10llu state=%s "
+      "disk=%.1fMiB\n",
+      c.name.c_str(), c.dim, shoal::MetricName(c.metric).c_str(),
+      shoal::IndexTypeName(c.index.type).c_str(), (unsigned long long)c.num_vectors,
+      (unsigned long long)c.num_indexed, c.index_state.c_str(), double(c.disk_bytes) / (1 << 20));
 }
 
 int Load(Client& client, const std::string& name, const std::string& path, size_t batch,
@@ -50,9 +50,8 @@ int Load(Client& client, const std::string& name, const std::string& path, size_
   auto info = client.DescribeCollection(name);
   if (!info.ok()) return Fail(info.status());
   if (info->dim != (*reader)->dim()) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat(path, " has dim ", (*reader)->dim(), ", collection '", name, "' has dim ",
-                     info->dim)));
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        path, " has dim ", (*reader)->dim(), ", collection '", name, "' has dim ", info->dim)));
   }
   std::optional<uint64_t> total = (*reader)->size_hint();
   if (limit > 0) total = total ? std::min(*total, limit) : limit;
@@ -90,8 +89,8 @@ absl::StatusOr<std::vector<std::vector<float>>> Queries(const std::string& vecto
   std::vector<std::vector<float>> queries;
   if (!vector_text.empty()) {
     std::vector<float> q;
-    for (absl::string_view part : absl::StrSplit(vector_text, absl::ByAnyChar(", "),
-                                                 absl::SkipWhitespace())) {
+    for (absl::string_view part :
+         absl::StrSplit(vector_text, absl::ByAnyChar(", "), absl::SkipWhitespace())) {
       float v;
       if (!absl::SimpleAtof(part, &v)) {
         return absl::InvalidArgumentError(absl::StrCat("--vector: '", part, "' is not a number"));
@@ -127,7 +126,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-ms", timeout_ms, "deadline of each call")->capture_default_str();
 
   std::string name, metric = "l2", index = "flat", path, vector_text, query_file;
-  uint32_t dim = 0, nlist = 0, pq_m = 0, nprobe = 0, k = 10;
+  uint32_t dim = 0, nlist = 0, pq_m = 0, nprobe = 0, k = 10, refine = 0;
   size_t batch = 1000, query_index = 0, num_queries = 1;
   uint64_t start_id = 0, limit = 0;
   std::vector<uint64_t> ids;
@@ -146,7 +145,8 @@ int main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "list collections");
   auto* describe = app.add_subcommand("describe", "describe a collection");
   describe->add_option("name", name)->required();
-  auto* load = app.add_subcommand("load", "bulk-load vectors (fvecs, bvecs, ivecs, IDX, npy; .gz ok)");
+  auto* load =
+      app.add_subcommand("load", "bulk-load vectors (fvecs, bvecs, ivecs, IDX, npy; .gz ok)");
   load->add_option("name", name)->required();
   load->add_option("file", path)->required();
   load->add_option("--batch", batch, "vectors per message")->capture_default_str();
@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   search->add_option("-k", k, "neighbours per query")->capture_default_str();
   search->add_option("--nprobe", nprobe, "IVF partitions to probe (0 = default)");
+  search->add_option("--refine-factor", refine, "SQ8/PQ: re-rank k * this many candidates exactly");
   search->add_flag("--stats", stats, "print per-query statistics");
   auto* get = app.add_subcommand("get", "fetch points by id");
   get->add_option("name", name)->required();
@@ -208,7 +209,8 @@ int main(int argc, char** argv) {
   } else if (search->parsed()) {
     auto queries = Queries(vector_text, query_file, query_index, std::max<size_t>(1, num_queries));
     if (!queries.ok()) return Fail(queries.status());
-    auto results = client.SearchBatch(name, *queries, {.k = k, .nprobe = nprobe});
+    auto results =
+        client.SearchBatch(name, *queries, {.k = k, .nprobe = nprobe, .refine_factor = refine});
     if (!results.ok()) return Fail(results.status());
     for (size_t q = 0; q < results->size(); ++q) {
       const shoal::SearchResult& r = (*results)[q];
@@ -217,12 +219,13 @@ int main(int argc, char** argv) {
         std::printf("  id=%-10llu distance=%g\n", (unsigned long long)h.id, h.distance);
       }
       if (stats) {
-        std::printf("  stats: scanned=%llu partitions=%u cached=%u bytes_read=%llu queue=%lluus "
-                    "io=%lluus cpu=%lluus\n",
-                    (unsigned long long)r.stats.vectors_scanned, r.stats.partitions_probed,
-                    r.stats.partitions_cached, (unsigned long long)r.stats.bytes_read,
-                    (unsigned long long)r.stats.queue_us, (unsigned long long)r.stats.io_us,
-                    (unsigned long long)r.stats.cpu_us);
+        std::printf(
+            "  stats: scanned=%llu partitions=%u cached=%u bytes_read=%llu queue=%lluus "
+            "io=%lluus cpu=%lluus\n",
+            (unsigned long long)r.stats.vectors_scanned, r.stats.partitions_probed,
+            r.stats.partitions_cached, (unsigned long long)r.stats.bytes_read,
+            (unsigned long long)r.stats.queue_us, (unsigned long long)r.stats.io_us,
+            (unsigned long long)r.stats.cpu_us);
       }
     }
   } else if (get->parsed()) {
