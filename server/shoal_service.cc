@@ -322,38 +322,36 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
   return r;
 }
 
-ServerUnaryReactor* ShoalService::BuildIndex(CallbackServerContext* ctx,
-                                             const v1::BuildIndexRequest* req,
-                                             v1::BuildIndexResponse* resp) {
-  auto* r = NewReactor(ctx, "BuildIndex");
-  auto c = AdmitAndLookup(ctx, req->collection(), "collection");
+// BuildIndex and Flush: block an admin thread for the work; the CPU part runs on the arena
+// (I-2), so no arena thread waits.
+template <typename Response>
+ServerUnaryReactor* ShoalService::RunMaintenance(
+    CallbackServerContext* ctx, const char* method, const std::string& name, Response* resp,
+    absl::StatusOr<std::string> (storage::Collection::*op)(core::Executor&)) {
+  auto* r = NewReactor(ctx, method);
+  auto c = AdmitAndLookup(ctx, name, "collection");
   if (!c.ok()) {
     r->FinishWith(c.status());
     return r;
   }
-  // Blocks an admin thread for the build; the CPU work runs on the arena (I-2).
-  admin_->Submit([this, r, resp, collection = *c] {
-    auto built = collection->BuildIndex(*cpu_);
-    if (built.ok()) resp->set_message(*built);
-    r->FinishWith(built.status());
+  admin_->Submit([this, r, resp, op, collection = *c] {
+    auto message = ((*collection).*op)(*cpu_);
+    if (message.ok()) resp->set_message(*message);
+    r->FinishWith(message.status());
   });
   return r;
 }
 
+ServerUnaryReactor* ShoalService::BuildIndex(CallbackServerContext* ctx,
+                                             const v1::BuildIndexRequest* req,
+                                             v1::BuildIndexResponse* resp) {
+  return RunMaintenance(ctx, "BuildIndex", req->collection(), resp,
+                        &storage::Collection::BuildIndex);
+}
+
 ServerUnaryReactor* ShoalService::Flush(CallbackServerContext* ctx, const v1::FlushRequest* req,
                                         v1::FlushResponse* resp) {
-  auto* r = NewReactor(ctx, "Flush");
-  auto c = AdmitAndLookup(ctx, req->collection(), "collection");
-  if (!c.ok()) {
-    r->FinishWith(c.status());
-    return r;
-  }
-  admin_->Submit([this, r, resp, collection = *c] {
-    auto flushed = collection->Flush(*cpu_);
-    if (flushed.ok()) resp->set_message(*flushed);
-    r->FinishWith(flushed.status());
-  });
-  return r;
+  return RunMaintenance(ctx, "Flush", req->collection(), resp, &storage::Collection::Flush);
 }
 
 void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collection) {

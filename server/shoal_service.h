@@ -94,6 +94,10 @@ class ShoalService final : public v1::Shoal::CallbackService {
   // Queues a background flush when an indexed collection's memtable has grown past
   // options_.flush_rows (one at a time per collection).
   void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
+  template <typename Response>
+  grpc::ServerUnaryReactor* RunMaintenance(
+      grpc::CallbackServerContext* ctx, const char* method, const std::string& name, Response* resp,
+      absl::StatusOr<std::string> (storage::Collection::*op)(core::Executor&));
   // The reactor for one unary call, with the call's deadline as its cancel token.
   UnaryReactor* NewReactor(grpc::CallbackServerContext* ctx, const char* method) const;
 

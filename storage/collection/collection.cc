@@ -106,8 +106,9 @@ absl::Status Collection::ReplayAndOpenWal() {
         ->info("{}: replayed {} WAL file(s), {} live vectors", manifest_.name, seqs.size(),
                Stats().num_vectors);
   }
-  std::lock_guard<std::mutex> lock(write_mu_);
-  SHOAL_ASSIGN_OR_RETURN(wal_, Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal));
+  SHOAL_ASSIGN_OR_RETURN(auto wal, Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal));
+  std::scoped_lock lock(write_mu_, wal_mu_);
+  wal_ = std::move(wal);
   return absl::OkStatus();
 }
 
@@ -283,7 +284,7 @@ CollectionStats Collection::Stats() const {
     stats.memory_bytes += frozen->memory_bytes();
   }
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    std::lock_guard<std::mutex> lock(wal_mu_);
     stats.disk_bytes += wal_ ? wal_->file_bytes() : 0;
   }
   return stats;

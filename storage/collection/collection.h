@@ -167,10 +167,13 @@ class Collection {
   mutable std::mutex state_mu_;
   std::shared_ptr<const ReadState> state_;  // guarded by state_mu_
 
-  mutable std::mutex write_mu_;  // orders sequence numbers with WAL appends; guards the two below
+  // Orders sequence numbers with WAL appends; guards the fields below. Held across a WAL drain
+  // when the memtable freezes, so nothing the WAL thread runs (write callbacks) may take it.
+  mutable std::mutex write_mu_;
   uint64_t seq_ = 0;
-  uint64_t wal_seq_ = 0;  // the WAL file being appended to
-  std::unique_ptr<Wal> wal_;
+  uint64_t wal_seq_ = 0;       // the WAL file being appended to
+  std::unique_ptr<Wal> wal_;   // replaced under write_mu_ and wal_mu_
+  mutable std::mutex wal_mu_;  // lets Stats() read wal_ without write_mu_
 
   std::atomic<uint64_t> segment_dead_{0};  // dead rows in segments (for live counts)
   std::mutex maintenance_mu_;              // one build / flush / merge at a time

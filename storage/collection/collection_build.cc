@@ -64,10 +64,16 @@ absl::StatusOr<Collection::Cut> Collection::FreezeMemtable() {
   if (!wal.ok()) {
     // Keep accepting writes in the old file.
     auto reopened = Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal);
-    if (reopened.ok()) wal_ = *std::move(reopened);
+    if (reopened.ok()) {
+      std::lock_guard<std::mutex> wal_lock(wal_mu_);
+      wal_ = *std::move(reopened);
+    }
     return wal.status();
   }
-  wal_ = *std::move(wal);
+  {
+    std::lock_guard<std::mutex> wal_lock(wal_mu_);
+    wal_ = *std::move(wal);
+  }
   wal_seq_ = cut.new_wal_seq;
   auto next = std::make_shared<ReadState>(*state());
   next->frozen.push_back(next->active);

@@ -189,12 +189,11 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
     uint64_t queue_us = 0, io_us = 0;
   };
   auto timing = std::make_shared<Timing>();
-  auto to_data = [count = e.count, code_size = meta_.model.CodeSize()](const char* bytes) {
+  auto to_data = [count = e.count](const char* bytes) {  // ids, then codes
     core::PartitionData data;
     data.ids = reinterpret_cast<const uint64_t*>(bytes);
     data.codes = reinterpret_cast<const uint8_t*>(bytes + count * 8);
     data.count = count;
-    (void)code_size;
     return data;
   };
   PartitionCache::Loader loader = [self = shared_from_this(), partition, fetch,
