@@ -191,28 +191,60 @@ void Collection::Upsert(std::vector<PointRecord> points, WriteDone done) {
   UpsertBatch batch{manifest_.dim, std::move(points)};
   std::string record = EncodeWalRecord(WalRecordType::kUpsertBatch, EncodeUpsertBatch(batch));
   auto shared = std::make_shared<UpsertBatch>(std::move(batch));
-  std::lock_guard<std::mutex> lock(write_mu_);
-  // The state is read under write_mu_, which a memtable freeze also holds: this write lands in
-  // the memtable that its WAL file belongs to.
-  const uint64_t seq = ++seq_;
-  wal_->Append(std::move(record), [this, shared, seq, current = state(),
-                                   done = std::move(done)](absl::Status s) mutable {
-    if (!s.ok()) return std::move(done)(s);
-    std::move(done)(ApplyUpsert(*current, seq, shared->points));
-  });
+  AppendWrite(
+      std::move(record),
+      [this, shared](const ReadState& state, uint64_t seq) {
+        return ApplyUpsert(state, seq, shared->points);
+      },
+      std::move(done));
 }
 
 void Collection::Delete(std::vector<uint64_t> ids, WriteDone done) {
   DeleteBatch batch{std::move(ids)};
   std::string record = EncodeWalRecord(WalRecordType::kDeleteBatch, EncodeDeleteBatch(batch));
   auto shared = std::make_shared<DeleteBatch>(std::move(batch));
-  std::lock_guard<std::mutex> lock(write_mu_);
-  const uint64_t seq = ++seq_;
-  wal_->Append(std::move(record), [this, shared, seq, current = state(),
-                                   done = std::move(done)](absl::Status s) mutable {
-    if (!s.ok()) return std::move(done)(s);
-    std::move(done)(ApplyDelete(*current, seq, shared->ids));
-  });
+  AppendWrite(
+      std::move(record),
+      [this, shared](const ReadState& state, uint64_t seq) {
+        return ApplyDelete(state, seq, shared->ids);
+      },
+      std::move(done));
+}
+
+void Collection::AppendWrite(std::string record, Apply apply, WriteDone done) {
+  // A WAL that refuses (closed, failed) answers inside Append, with write_mu_ held; that
+  // answer is held back until the lock is released, so `done` (which may take other locks,
+  // e.g. the catalog's) never runs under write_mu_.
+  struct Gate {
+    std::mutex mu;
+    bool appending = true;
+    std::optional<absl::Status> refused;
+    WriteDone done;
+  };
+  auto gate = std::make_shared<Gate>();
+  gate->done = std::move(done);
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    // The state is read under write_mu_, which a memtable freeze also holds: this write lands
+    // in the memtable that its WAL file belongs to.
+    const uint64_t seq = ++seq_;
+    wal_->Append(std::move(record),
+                 [gate, seq, current = state(), apply = std::move(apply)](absl::Status s) mutable {
+                   if (s.ok()) return std::move(gate->done)(std::move(apply)(*current, seq));
+                   std::unique_lock<std::mutex> g(gate->mu);
+                   if (gate->appending) {
+                     gate->refused = std::move(s);
+                     return;
+                   }
+                   g.unlock();
+                   std::move(gate->done)(std::move(s));
+                 });
+  }
+  std::unique_lock<std::mutex> g(gate->mu);
+  gate->appending = false;
+  if (!gate->refused) return;
+  g.unlock();
+  std::move(gate->done)(*gate->refused);
 }
 
 std::vector<StoredPoint> Collection::Get(absl::Span<const uint64_t> ids,

@@ -137,6 +137,10 @@ class Collection {
   uint64_t ApplyUpsert(const ReadState& state, uint64_t seq,
                        const std::vector<PointRecord>& points);
   uint64_t ApplyDelete(const ReadState& state, uint64_t seq, const std::vector<uint64_t>& ids);
+  using Apply = absl::AnyInvocable<uint64_t(const ReadState& state, uint64_t seq) &&>;
+  // Appends a WAL record under the next sequence number; once durable, `apply` runs on the WAL
+  // thread and its result goes to `done`.
+  void AppendWrite(std::string record, Apply apply, WriteDone done);
   bool LiveInSegments(const ReadState& state, uint64_t id) const;
   std::shared_ptr<const ReadState> state() const;
   void SetState(std::shared_ptr<const ReadState> state);
