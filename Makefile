@@ -53,24 +53,27 @@ run: build
 test: deps
 	@for p in $(PRESETS_TESTED); do $(MAKE) --no-print-directory test-$$p || exit 1; done
 
+# I-2 in tests too: OpenBLAS and OpenMP stay single-threaded, as shoald makes them.
+TEST_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
 check: test-release
 
 test-release: deps
 	$(call build_preset,release)
-	cd build/release && ctest -j$(JOBS) --output-on-failure --timeout 600
+	cd build/release && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 600
 
 test-asan: deps
 	$(call build_preset,asan)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
 
 # gRPC, protobuf and TBB from Debian are not built with TSan, so their internal
 # synchronisation is invisible to it; the suppressions file names those libraries only.
 test-tsan: deps
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
-	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
 
 # libFuzzer targets (clang, ASan+UBSan) over the on-disk decoders, the dataset readers and RPC
 # validation. Corpora live in build/fuzz/corpus so runs accumulate locally.
@@ -96,7 +99,7 @@ bench: bench-ivf bench-io
 
 coverage: deps
 	$(call build_preset,coverage)
-	cd build/coverage && ctest -j$(JOBS) --output-on-failure -L unit
+	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -L unit
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25

@@ -33,6 +33,5 @@ function(shoal_cc_test)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS "${T_LABELS}" TIMEOUT 300
-    # I-2 in tests too: OpenBLAS and OpenMP stay single-threaded (shoald sets the same).
-    ENVIRONMENT "SHOAL_BIN_DIR=${SHOAL_BIN_DIR};SHOAL_SOURCE_DIR=${PROJECT_SOURCE_DIR};OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+    ENVIRONMENT "SHOAL_BIN_DIR=${SHOAL_BIN_DIR}")  # one entry: a list here would be split
 endfunction()

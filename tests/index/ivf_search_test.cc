@@ -317,7 +317,10 @@ TEST(IvfSearchDeadlock, RandomCancellationsAndDeadlinesAllEnd) {
     IvfSearch(executor, std::move(r), answers.Callback(i));
   }
   while (!answers.AllAnswered()) {
-    if (rng() % 4 == 0) tokens[rng() % num]->Cancel();  // may hit finished queries too
+    // Queries i % 3 == 0 are never cancelled and have no deadline: they must all answer OK.
+    if (const size_t victim = rng() % num; rng() % 4 == 0 && victim % 3 != 0) {
+      tokens[victim]->Cancel();  // may hit finished queries too
+    }
     if (source->ReleaseSome(1 + rng() % 8, rng) == 0) std::this_thread::yield();
   }
   size_t ok = 0;
@@ -326,11 +329,14 @@ TEST(IvfSearchDeadlock, RandomCancellationsAndDeadlinesAllEnd) {
     ASSERT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kCancelled ||
                 code == absl::StatusCode::kDeadlineExceeded)
         << i << ": " << answers.results[i].status();
+    if (i % 3 == 0) {
+      EXPECT_EQ(code, absl::StatusCode::kOk) << i;
+    }
     if (code != absl::StatusCode::kOk) continue;
     ++ok;
     EXPECT_EQ(Ids((*answers.results[i])[0]), Exact(data, &queries[i * data.dim], 10, Metric::kL2));
   }
-  EXPECT_GT(ok, 0u);
+  EXPECT_GE(ok, (num + 2) / 3);
   executor.WaitIdle();
   EXPECT_EQ(source->live_pins(), 0);
   EXPECT_EQ(source->held(), 0u);
