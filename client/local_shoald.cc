@@ -1,0 +1,115 @@
+#include "client/local_shoald.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace shoal {
+namespace {
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Tail(const std::string& text, size_t max_chars) {
+  return text.size() <= max_chars ? text : text.substr(text.size() - max_chars);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalShoald>> LocalShoald::Start(LocalShoaldOptions options) {
+  auto server = std::unique_ptr<LocalShoald>(new LocalShoald(std::move(options)));
+  if (absl::Status s = server->Launch(); !s.ok()) return s;
+  return server;
+}
+
+LocalShoald::~LocalShoald() {
+  if (pid_ > 0) Terminate();
+}
+
+std::string LocalShoald::ReadLog() const { return ReadWholeFile(log_path()); }
+
+absl::Status LocalShoald::Launch() {
+  const std::string ready_path = options_.data_dir + ".ready";
+  std::remove(ready_path.c_str());
+  std::vector<std::string> args = options_.prefix;
+  args.insert(args.end(), {options_.binary, "--data-dir", options_.data_dir, "--grpc-addr",
+                           "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--ready-file", ready_path,
+                           "--shutdown-grace-seconds", "5"});
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string log = log_path();
+
+  pid_ = fork();
+  if (pid_ < 0) return absl::InternalError("fork failed");
+  if (pid_ == 0) {
+    if (FILE* f = std::fopen(log.c_str(), "a")) {
+      dup2(fileno(f), STDOUT_FILENO);
+      dup2(fileno(f), STDERR_FILENO);
+    }
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::FailedPreconditionError(
+          absl::StrCat("shoald exited during start-up:\n", Tail(ReadLog(), 4000)));
+    }
+    const std::string ready = ReadWholeFile(ready_path);
+    if (std::sscanf(ready.c_str(), "{\"grpc_port\": %d, \"http_port\": %d}", &grpc_port_,
+                    &http_port_) == 2) {
+      return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Kill9();
+  return absl::DeadlineExceededError(absl::StrCat("shoald did not become ready in ",
+                                                  options_.start_timeout.count(), " s:\n",
+                                                  Tail(ReadLog(), 4000)));
+}
+
+int LocalShoald::Terminate(std::chrono::seconds bound) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  return Reap(bound);
+}
+
+void LocalShoald::Kill9() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  Reap(std::chrono::seconds(60));
+}
+
+int LocalShoald::Reap(std::chrono::seconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  int status = 0;
+  bool killed = false;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      killed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_ = -1;
+  return !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace shoal
