@@ -49,7 +49,8 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
   if (meta_.model.encoding != core::VectorEncoding::kFlat) {
     const std::string raw_path = JoinPath(dir_, "raw.dat");
     SHOAL_ASSIGN_OR_RETURN(raw_, fs->NewRandomAccessFile(raw_path));
-    SHOAL_ASSIGN_OR_RETURN(raw_file_, scheduler_->OpenFile(raw_path));
+    // Refine reads single rows at random: through the page cache, not one device read each.
+    SHOAL_ASSIGN_OR_RETURN(raw_file_, scheduler_->OpenFile(raw_path, ReadMode::kBuffered));
     disk_bytes_ += raw_->size();
     if (raw_->size() != meta_.num_vectors * meta_.model.dim * sizeof(float)) {
       return absl::DataLossError(absl::StrCat(dir_, "/raw.dat: size does not match ivf.meta"));
@@ -248,10 +249,22 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
   const size_t dim = meta_.model.dim, bytes = dim * sizeof(float);
   auto state = std::make_shared<State>();
   state->out.vectors.resize(rows.size() * dim);
-  state->remaining = rows.size();
   state->done = std::move(done);
-  if (rows.empty()) return std::move(state->done)(std::move(state->out));
+  // Rows in the page cache are copied here and now (never blocking); the rest are read
+  // asynchronously through the scheduler.
+  std::vector<size_t> missing;
   for (size_t i = 0; i < rows.size(); ++i) {
+    const uint64_t offset = RawLocation(rows[i].partition, rows[i].row).second;
+    if (raw_ && raw_->ReadIfCached(offset, bytes,
+                                   reinterpret_cast<char*>(state->out.vectors.data() + i * dim))) {
+      state->out.bytes_read += bytes;
+    } else {
+      missing.push_back(i);
+    }
+  }
+  state->remaining = missing.size();
+  if (missing.empty()) return std::move(state->done)(std::move(state->out));
+  for (size_t i : missing) {
     const auto [file, offset] = RawLocation(rows[i].partition, rows[i].row);
     ReadRequest r;
     r.file = file;

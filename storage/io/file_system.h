@@ -36,6 +36,12 @@ class RandomAccessFile {
   virtual ~RandomAccessFile() = default;
   // Reads up to n bytes at offset into scratch; returns how many were read (short at EOF).
   virtual absl::StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
+  // Reads exactly n bytes only if that cannot block (they are in the page cache): true when it
+  // did. Never waits for a device, so it may run on the search arena (I-1). Files that cannot
+  // tell return false and the caller reads asynchronously.
+  virtual bool ReadIfCached(uint64_t /*offset*/, size_t /*n*/, char* /*scratch*/) const {
+    return false;
+  }
   virtual uint64_t size() const = 0;
 };
 

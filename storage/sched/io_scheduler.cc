@@ -28,10 +28,9 @@ struct IoScheduler::Pending {
 absl::StatusOr<std::unique_ptr<IoScheduler>> IoScheduler::Create(IoSchedulerOptions options) {
   std::unique_ptr<IoScheduler> s(new IoScheduler(options));
   IoCallback on_complete = [raw = s.get()](IoResult r) { raw->OnComplete(std::move(r)); };
-  auto backend = options.make_backend
-                     ? options.make_backend(std::move(on_complete))
-                     : NewIoBackend(options.backend, std::move(on_complete),
-                                    options.limits.max_requests_in_flight);
+  auto backend = options.make_backend ? options.make_backend(std::move(on_complete))
+                                      : NewIoBackend(options.backend, std::move(on_complete),
+                                                     options.limits.max_requests_in_flight);
   if (!backend.ok()) return backend.status();
   s->backend_ = *std::move(backend);
   return s;
@@ -60,10 +59,10 @@ IoScheduler::~IoScheduler() {
   for (auto& [id, file] : files_) ::close(file.fd);
 }
 
-absl::StatusOr<uint64_t> IoScheduler::OpenFile(const std::string& path) {
+absl::StatusOr<uint64_t> IoScheduler::OpenFile(const std::string& path, ReadMode mode) {
   int fd = -1;
   bool direct = false;
-  if (options_.direct_io) {
+  if (options_.direct_io && mode == ReadMode::kDirect) {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     direct = fd >= 0;
     if (fd < 0 && errno != EINVAL) {
@@ -103,7 +102,8 @@ uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
     id = next_id_++;
     if (!files_.count(request.file)) {
       auto cb = std::make_shared<ReadCallback>(std::move(callback));
-      answers.push_back([cb] { std::move (*cb)(absl::InvalidArgumentError("unknown file handle")); });
+      answers.push_back(
+          [cb] { std::move (*cb)(absl::InvalidArgumentError("unknown file handle")); });
     } else {
       auto p = std::make_unique<Pending>();
       p->request = request;
@@ -156,11 +156,11 @@ void IoScheduler::DispatchLocked(std::vector<IoRead>* reads,
     const uint64_t begin = file.direct ? AlignDown(sub.offset) : sub.offset;
     const uint64_t end = file.direct ? AlignUp(sub.offset + sub.length) : sub.offset + sub.length;
     std::shared_ptr<BufferPool> pool = pool_;
-    auto buffer = std::shared_ptr<AlignedBuffer>(
-        new AlignedBuffer(pool_->Get(end - begin)), [pool](AlignedBuffer* b) {
-          pool->Put(std::move(*b));
-          delete b;
-        });
+    auto buffer = std::shared_ptr<AlignedBuffer>(new AlignedBuffer(pool_->Get(end - begin)),
+                                                 [pool](AlignedBuffer* b) {
+                                                   pool->Put(std::move(*b));
+                                                   delete b;
+                                                 });
     for (const IoRequest& r : sub.requests) {
       Pending& p = *pending_.at(r.id);
       p.in_flight = true;
@@ -202,9 +202,8 @@ void IoScheduler::OnComplete(IoResult result) {
         answer = ReadResult{buffer, buffer->data() + rel, r.length,
                             Micros(p->submitted - p->enqueued), result.kernel_us};
       }
-      answers.push_back([cb, answer = std::move(answer)]() mutable {
-        std::move(*cb)(std::move(answer));
-      });
+      answers.push_back(
+          [cb, answer = std::move(answer)]() mutable { std::move (*cb)(std::move(answer)); });
     }
     DispatchLocked(&reads, &answers);
   }

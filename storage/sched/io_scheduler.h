@@ -6,8 +6,9 @@
 // with CANCELLED / DEADLINE_EXCEEDED / the read's error. Callbacks must be short and never
 // block or search (the query engine re-enqueues CPU work on its arena from them, I-1).
 // Files are opened with O_DIRECT where the filesystem allows it (otherwise buffered, per
-// file); reads are widened to 4 KiB alignment internally, callers see exactly their range.
-// Coalesced reads share one pooled buffer; a ReadResult keeps its part alive.
+// file; ReadMode::kBuffered asks for the page cache); reads are widened to 4 KiB alignment
+// internally, callers see exactly their range. Coalesced reads share one pooled buffer; a
+// ReadResult keeps its part alive.
 //
 // Thread-safety: every method is thread-safe. The destructor waits for reads in flight and
 // answers queued ones with CANCELLED.
@@ -27,6 +28,12 @@
 #include "storage/sched/io_policy.h"
 
 namespace shoal::storage {
+
+// How a file's reads meet the kernel. kDirect bypasses the page cache (O_DIRECT) when
+// IoSchedulerOptions::direct_io is set and the filesystem allows it: right for large partition
+// reads that Shoal caches itself. kBuffered always goes through the page cache: right for small
+// random reads Shoal does not cache (refine rows), where the kernel's cache is the row cache.
+enum class ReadMode { kDirect, kBuffered };
 
 struct ReadRequest {
   uint64_t file = 0;  // from OpenFile()
@@ -71,7 +78,7 @@ class IoScheduler {
   ~IoScheduler();
 
   // Opens a file for reading; returns its handle for ReadRequest::file.
-  absl::StatusOr<uint64_t> OpenFile(const std::string& path);
+  absl::StatusOr<uint64_t> OpenFile(const std::string& path, ReadMode mode = ReadMode::kDirect);
   // REQUIRES: no read of the file is queued or in flight.
   void CloseFile(uint64_t file);
   bool is_direct(uint64_t file) const;
@@ -98,7 +105,7 @@ class IoScheduler {
   std::unique_ptr<IoBackend> backend_;
 
   mutable std::mutex mu_;
-  IoPolicy policy_;                                           // guarded by mu_
+  IoPolicy policy_;                                                 // guarded by mu_
   std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;  // guarded by mu_
   struct Flight {
     IoSubmission submission;
@@ -106,15 +113,15 @@ class IoScheduler {
     uint64_t aligned_offset;
     IoClock::time_point submitted;
   };
-  std::unordered_map<uint64_t, Flight> flights_;              // guarded by mu_
+  std::unordered_map<uint64_t, Flight> flights_;  // guarded by mu_
   struct File {
     int fd;
     bool direct;
   };
-  std::unordered_map<uint64_t, File> files_;                  // guarded by mu_
-  uint64_t next_id_ = 1;                                      // guarded by mu_
-  uint64_t next_file_ = 1;                                    // guarded by mu_
-  IoSchedulerStats stats_;                                    // guarded by mu_
+  std::unordered_map<uint64_t, File> files_;  // guarded by mu_
+  uint64_t next_id_ = 1;                      // guarded by mu_
+  uint64_t next_file_ = 1;                    // guarded by mu_
+  IoSchedulerStats stats_;                    // guarded by mu_
 };
 
 }  // namespace shoal::storage

@@ -38,6 +38,22 @@ TEST(FileSystem, AppendsReadsAndReportsSizes) {
   EXPECT_EQ(*ReadFileToString(fs, path), "hello");
 }
 
+TEST(FileSystem, ReadIfCachedReadsOnlyWhatCannotBlock) {
+  testing::TempDir dir;
+  FileSystem* fs = DefaultFileSystem();
+  const std::string path = dir.Sub("c.bin");
+  const std::string data(64 << 10, 'x');
+  ASSERT_TRUE(WriteFileAtomically(fs, path, data).ok());
+  auto reader = fs->NewRandomAccessFile(path);
+  ASSERT_TRUE(reader.ok());
+  std::string buf(100, '\0');
+  ASSERT_EQ(*(*reader)->Read(1000, 100, buf.data()), 100u);  // now in the page cache
+  buf.assign(100, '\0');
+  EXPECT_TRUE((*reader)->ReadIfCached(1000, 100, buf.data()));
+  EXPECT_EQ(buf, std::string(100, 'x'));
+  EXPECT_FALSE((*reader)->ReadIfCached(data.size() - 10, 100, buf.data()));  // short: past EOF
+}
+
 TEST(FileSystem, MapsErrnoToStatusCodesWithThePath) {
   testing::TempDir dir;
   FileSystem* fs = DefaultFileSystem();

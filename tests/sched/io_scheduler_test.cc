@@ -71,6 +71,24 @@ TEST_P(IoSchedulerTest, ReadsExactRangesThroughDirectIoAndCoalesces) {
   EXPECT_EQ(s->pending(), 0u);
 }
 
+TEST_P(IoSchedulerTest, BufferedFilesBypassDirectIo) {
+  testing::TempDir dir;
+  const std::string data = MakeFile(dir.Sub("f"), 64 << 10);
+  auto s = Make();
+  if (!s) GTEST_SKIP() << "io_uring refused";
+  auto buffered = s->OpenFile(dir.Sub("f"), ReadMode::kBuffered);
+  ASSERT_TRUE(buffered.ok());
+  EXPECT_FALSE(s->is_direct(*buffered));
+  Answers answers;
+  s->Read({*buffered, 5, 100, 1, 0}, [&](absl::StatusOr<ReadResult> r) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->size, 100u);
+    EXPECT_EQ(std::memcmp(r->data, data.data() + 5, 100), 0);
+    answers.Done();
+  });
+  answers.WaitFor(1);
+}
+
 TEST_P(IoSchedulerTest, TenThousandConcurrentReadsWithRandomCancellation) {
   testing::Watchdog watchdog(std::chrono::seconds(180), "10000 reads");
   testing::TempDir dir;
@@ -149,11 +167,10 @@ TEST_P(IoSchedulerTest, DestructionAnswersQueuedReadsWithCancelled) {
   auto file = s->OpenFile(dir.Sub("f"));
   std::atomic<int> answered{0};
   for (int i = 0; i < 200; ++i) {
-    s->Read({*file, uint64_t(i) * 5000, 4096, uint64_t(i), 0},
-            [&](absl::StatusOr<ReadResult> r) {
-              EXPECT_TRUE(r.ok() || absl::IsCancelled(r.status())) << r.status();
-              answered++;
-            });
+    s->Read({*file, uint64_t(i) * 5000, 4096, uint64_t(i), 0}, [&](absl::StatusOr<ReadResult> r) {
+      EXPECT_TRUE(r.ok() || absl::IsCancelled(r.status())) << r.status();
+      answered++;
+    });
   }
   s.reset();
   EXPECT_EQ(answered.load(), 200);
