@@ -11,7 +11,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench-ivf bench
+.PHONY: bench-io bench bench-quick
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help
 
@@ -23,6 +23,8 @@ help:
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
+	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
+	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
 	@echo "make coverage   line coverage of core/ and storage/ (gcovr)"
 	@echo "make format     clang-format every source file"
@@ -91,11 +93,24 @@ test-fuzz fuzz: deps
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
 
-# IVF engine benchmark (not part of make test): shoald vs FAISS IndexIVFFlat, K sweep, cold path.
-bench-ivf: build
-	bench/ivf_bench.sh build/bin
+# shoal-bench (bench/README.md; not part of make test, a smoke run of it is).
+# bench: the standard suite, under 15 minutes on 2 cores from a fresh clone.
+BENCH_DATE := $(shell date -u +%F)
+BENCH_ENV := OPENBLAS_NUM_THREADS=1
+BENCH_LOAD := --clients 1,16 --batch 100 --rate 1000 --cold
+BENCH_STANDARD := --dataset fmnist --dataset synthetic:n=200000,dim=128,clusters=1000,seed=1 \
+	--queries 1000 --nprobe 1,2,4,8,16,32,64 --ef 10,20,40,80,160 $(BENCH_LOAD) \
+	--targets shoal:ivf_flat,shoal:ivf_sq8,shoal:ivf_pq,faiss:ivf_flat,faiss:ivf_sq8,faiss:ivf_pq,faiss:flat,hnsw
+BENCH_QUICK := --dataset synthetic:n=20000,dim=64,clusters=100,seed=1 --queries 500 \
+	--nprobe 1,4,16,64 --ef 10,40,160 --clients 1,8 --batch 50 --rate 500 --cold \
+	--targets shoal:ivf_flat,faiss:ivf_flat,hnsw
+bench: build
+	$(BENCH_ENV) build/bin/shoal-bench --out bench/results/$(BENCH_DATE) $(BENCH_STANDARD)
+	@echo "report: bench/results/$(BENCH_DATE)/report.md"
 
-bench: bench-ivf bench-io
+bench-quick: build
+	$(BENCH_ENV) build/bin/shoal-bench --out bench/results/$(BENCH_DATE)-quick $(BENCH_QUICK)
+	@echo "report: bench/results/$(BENCH_DATE)-quick/report.md"
 
 coverage: deps
 	$(call build_preset,coverage)

@@ -1,0 +1,203 @@
+#include "bench/harness/shoal_target.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/harness/process_usage.h"
+
+namespace shoal::bench {
+namespace {
+
+constexpr size_t kUploadBatch = 1000;  // points per upsert-stream message
+
+std::string IndexSlug(IndexType type) {
+  switch (type) {
+    case IndexType::kFlat:
+      return "flat";
+    case IndexType::kIvfFlat:
+      return "ivf_flat";
+    case IndexType::kIvfSq8:
+      return "ivf_sq8";
+    case IndexType::kIvfPq:
+      return "ivf_pq";
+  }
+  return "unknown";
+}
+
+// Drops the page cache of every file under `dir` (clean pages only; nothing is lost).
+void DropPageCache(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    const int fd = open(entry.path().c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+  }
+}
+
+// The value of an unlabelled sample `name` in Prometheus text, if present.
+std::optional<uint64_t> Sample(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(name + " ")) continue;
+    double value = 0;
+    if (absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(name.size() + 1)), &value)) {
+      return uint64_t(value);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ShoalTarget::ShoalTarget(ShoalParams params) : params_(std::move(params)) {}
+ShoalTarget::~ShoalTarget() {
+  client_.reset();
+  server_.reset();  // SIGTERM and wait
+}
+
+std::string ShoalTarget::name() const {
+  std::string name = "shoal:" + IndexSlug(params_.index);
+  if (params_.index == IndexType::kIvfPq) absl::StrAppend(&name, "_m", params_.pq_m);
+  if (params_.refine_factor > 0 && params_.index != IndexType::kFlat &&
+      params_.index != IndexType::kIvfFlat) {
+    absl::StrAppend(&name, "_r", params_.refine_factor);
+  }
+  return name;
+}
+
+std::string ShoalTarget::knob_name() const {
+  return params_.index == IndexType::kFlat ? "" : "nprobe";
+}
+
+absl::Status ShoalTarget::StartServer() {
+  client_.reset();
+  if (!params_.external_addr.empty()) {
+    client_ = std::make_unique<Client>(params_.external_addr);
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir_, ec);
+  auto server = LocalShoald::Start(
+      {.binary = params_.shoald_binary, .data_dir = data_dir_, .extra_args = params_.server_args});
+  if (!server.ok()) return server.status();
+  server_ = *std::move(server);
+  client_ = std::make_unique<Client>(server_->grpc_addr());
+  return absl::OkStatus();
+}
+
+absl::Status ShoalTarget::Build(const Dataset& d) {
+  dim_ = d.dim;
+  collection_ = absl::StrFormat("bench_%s_%s_%08x", d.name, name().substr(6), uint32_t(d.checksum));
+  for (char& c : collection_) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  }
+  data_dir_ = params_.data_root + "/" + collection_;
+  if (absl::Status s = StartServer(); !s.ok()) return s;
+  auto info = client_->DescribeCollection(collection_);
+  const bool needs_index = params_.index != IndexType::kFlat;
+  const bool reusable =
+      info.ok() && info->num_vectors == d.n &&
+      (!needs_index || (info->index_state == "ready" && info->num_indexed == d.n));
+  if (!reusable) {
+    if (info.ok()) (void)client_->DropCollection(collection_);
+    if (absl::Status s = Load(d); !s.ok()) return s;
+  }
+  // Memory while searching: the load and the k-means are behind us.
+  if (server_) ResetPeakRss(server_->pid());
+  return absl::OkStatus();
+}
+
+absl::Status ShoalTarget::Load(const Dataset& d) {
+  CollectionSpec spec{
+      .name = collection_, .dim = d.dim, .metric = Metric::kL2, .index = {.type = params_.index}};
+  if (params_.index != IndexType::kFlat) spec.index.nlist = params_.nlist;
+  if (params_.index == IndexType::kIvfPq) spec.index.pq_m = params_.pq_m;
+  if (absl::Status s = client_->CreateCollection(spec); !s.ok()) return s;
+  auto writer = client_->OpenUpsertStream(collection_);
+  if (!writer.ok()) return writer.status();
+  for (size_t first = 0; first < d.n; first += kUploadBatch) {
+    std::vector<Point> points;
+    for (size_t i = first; i < std::min(d.n, first + kUploadBatch); ++i) {
+      points.push_back({.id = i, .vector = {d.row(i), d.row(i) + d.dim}});
+    }
+    if (!(*writer)->Write(points).ok()) break;  // Finish() says why
+  }
+  auto written = (*writer)->Finish();
+  if (!written.ok()) return written.status();
+  if (params_.index == IndexType::kFlat) return absl::OkStatus();
+  return client_->BuildIndex(collection_).status();
+}
+
+absl::Status ShoalTarget::Search(const float* queries, size_t count, uint32_t k, int /*threads*/,
+                                 int64_t* ids) {
+  const SearchOptions options{.k = k, .nprobe = nprobe_, .refine_factor = params_.refine_factor};
+  std::fill(ids, ids + count * k, -1);
+  auto fill = [&](size_t i, const SearchResult& r) {
+    for (size_t j = 0; j < std::min<size_t>(k, r.hits.size()); ++j) {
+      ids[i * k + j] = int64_t(r.hits[j].id);
+    }
+  };
+  if (count == 1) {
+    auto r = client_->Search(collection_, {queries, queries + dim_}, options);
+    if (!r.ok()) return r.status();
+    fill(0, *r);
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<float>> batch;
+  for (size_t i = 0; i < count; ++i)
+    batch.emplace_back(queries + i * dim_, queries + (i + 1) * dim_);
+  auto r = client_->SearchBatch(collection_, batch, options);
+  if (!r.ok()) return r.status();
+  for (size_t i = 0; i < r->size(); ++i) fill(i, (*r)[i]);
+  return absl::OkStatus();
+}
+
+std::string ShoalTarget::MetricsUrl() const {
+  if (server_) return absl::StrCat("http://127.0.0.1:", server_->http_port(), "/metrics");
+  return params_.metrics_url;
+}
+
+ResourceUsage ShoalTarget::Usage() {
+  ResourceUsage u;
+  const pid_t pid = server_ ? server_->pid() : params_.server_pid;
+  if (pid > 0) {
+    const ProcessUsage p = ReadProcessUsage(pid);
+    u.cpu_seconds = p.cpu_seconds;
+    u.peak_rss_bytes = p.peak_rss_bytes;
+  }
+  const std::string url = MetricsUrl();
+  const size_t path_at = url.find('/', url.find("//") + 2);
+  if (url.empty() || path_at == std::string::npos) return u;
+  httplib::Client http(url.substr(0, path_at));
+  http.set_connection_timeout(5);
+  http.set_read_timeout(10);
+  if (auto res = http.Get(url.substr(path_at)); res && res->status == 200) {
+    u.bytes_read = Sample(res->body, "shoal_io_read_bytes_total");
+    u.cache_hits = Sample(res->body, "shoal_cache_hits_total");
+    u.cache_misses = Sample(res->body, "shoal_cache_misses_total");
+  }
+  return u;
+}
+
+absl::StatusOr<bool> ShoalTarget::MakeCold() {
+  if (!server_) return false;  // an external server is not ours to restart
+  if (server_->Terminate() != 0) {
+    return absl::InternalError(absl::StrCat("shoald did not stop cleanly; see ", server_log()));
+  }
+  server_.reset();
+  DropPageCache(data_dir_);
+  if (absl::Status s = StartServer(); !s.ok()) return s;
+  return true;
+}
+
+}  // namespace shoal::bench
