@@ -53,26 +53,25 @@ struct Loop {
       block = rng() % blocks;
     }
     const auto start = Clock::now();
-    io->Read(ReadRequest{file, block * bs, bs, 1, 0},
-             [this, start](absl::StatusOr<ReadResult> r) {
-               const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                   Clock::now() - start).count();
-               bool again;
-               {
-                 std::lock_guard<std::mutex> lock(mu);
-                 --outstanding;
-                 if (r.ok()) {
-                   bytes += r->size;
-                   latencies_us.push_back(uint32_t(us));
-                 } else {
-                   ++errors;
-                 }
-                 again = Clock::now() < stop;
-                 if (again) ++outstanding;
-                 cv.notify_all();
-               }
-               if (again) Issue();
-             });
+    io->Read(ReadRequest{file, block * bs, bs, 1, 0}, [this, start](absl::StatusOr<ReadResult> r) {
+      const auto us =
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+      bool again;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        --outstanding;
+        if (r.ok()) {
+          bytes += r->size;
+          latencies_us.push_back(uint32_t(us));
+        } else {
+          ++errors;
+        }
+        again = Clock::now() < stop;
+        if (again) ++outstanding;
+        cv.notify_all();
+      }
+      if (again) Issue();
+    });
   }
 };
 
@@ -145,9 +144,10 @@ int main(int argc, char** argv) {
       "{\"engine\": \"shoal-%s\", \"bs\": %u, \"depth\": %d, \"direct\": %s, \"mib_s\": %.1f, "
       "\"iops\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, \"cpu_s_per_gib\": %.3f, "
       "\"errors\": %llu}\n",
-      std::string((*io)->backend_name()).c_str(), bs, depth, (*io)->is_direct(*file) ? "true" : "false",
-      double(loop.bytes) / elapsed / (1 << 20), double(loop.latencies_us.size()) / elapsed,
-      Percentile(loop.latencies_us, 0.50), Percentile(loop.latencies_us, 0.99),
-      cpu / (double(loop.bytes) / (1 << 30)), (unsigned long long)loop.errors);
+      std::string((*io)->backend_name()).c_str(), bs, depth,
+      (*io)->is_direct(*file) ? "true" : "false", double(loop.bytes) / elapsed / (1 << 20),
+      double(loop.latencies_us.size()) / elapsed, Percentile(loop.latencies_us, 0.50),
+      Percentile(loop.latencies_us, 0.99), cpu / (double(loop.bytes) / (1 << 30)),
+      (unsigned long long)loop.errors);
   return 0;
 }

@@ -68,8 +68,9 @@ uint32_t AutoNlist(size_t n) {
 }
 
 uint32_t AutoPqM(uint32_t dim) {
-  // The most sub-quantizers, each of at least 2 dimensions, up to 64, that divide dim.
-  for (uint32_t m = std::min<uint32_t>(64, dim / 2); m > 1; --m) {
+  // The most sub-quantizers of at least 4 dimensions each, up to 64, that divide dim
+  // (784 -> 56, 128 -> 32, 96 -> 24).
+  for (uint32_t m = std::min<uint32_t>(64, dim / 4); m > 1; --m) {
     if (dim % m == 0) return m;
   }
   return 1;
@@ -165,8 +166,10 @@ class Bench {
         std::thread::hardware_concurrency(), o_.cpu_threads,
         o_.server_args.empty() ? "" : ", server flags: " + absl::StrJoin(o_.server_args, " ")));
     context_.notes.push_back(
-        "CPU s/1k q: the searching process (shoald for Shoal; this process for FAISS/hnswlib). "
-        "Peak RSS: shoald's VmHWM; for in-process targets the growth over the harness's own data");
+        "CPU s/1k q: the searching process (shoald for Shoal, its client's gRPC work not "
+        "included; this process for FAISS/hnswlib). Memory: shoald's peak RSS since the target "
+        "was built (index, partition cache, runtime); for FAISS/hnswlib the heap their index "
+        "holds (mallinfo2), since this process's RSS also holds the dataset");
     for (const std::string& spec : o_.datasets) {
       if (absl::Status s = RunDataset(spec); !s.ok()) return Fail(s);
     }

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 namespace shoal::bench {
 namespace {
@@ -31,7 +34,7 @@ PointResult RunPoint(Target& target, const Dataset& d, const LoadSpec& spec,
   result.answered.assign(total, 0);
 
   std::vector<LatencyHistogram> histograms(clients);
-  std::atomic<size_t> next_request{0}, answered{0}, errors{0};
+  std::atomic<size_t> next_request{0}, sent{0}, answered{0}, errors{0};
   std::mutex error_mu;
   result.before = target.Usage();
   const auto start = Clock::now();
@@ -56,7 +59,8 @@ PointResult RunPoint(Target& target, const Dataset& d, const LoadSpec& spec,
         if (due >= stop_sending) break;
         std::this_thread::sleep_until(due);
       }
-      if (due >= stop_sending) break;
+      if (Clock::now() >= stop_sending) break;
+      ++sent;
       const absl::Status s = target.Search(queries.data(), count, spec.k, threads_per_request,
                                            result.ids.data() + first * spec.k);
       histograms[w].Record(NanosSince(due, Clock::now()));
@@ -93,6 +97,18 @@ PointResult RunPoint(Target& target, const Dataset& d, const LoadSpec& spec,
   for (const auto& h : histograms) result.latency.Merge(h);
   result.queries = answered.load();
   result.errors = errors.load();
+  if (spec.rate > 0 && spec.max_seconds > 0) {
+    // Open-loop arrivals that were due before the time ran out but never sent: the target did
+    // not keep up with the rate. Errors, rather than silently missing from the latencies.
+    const size_t due = std::min(requests, size_t(std::ceil(spec.max_seconds * spec.rate)));
+    if (due > sent.load()) {
+      result.errors += due - sent.load();
+      if (result.first_error.empty()) {
+        result.first_error =
+            absl::StrCat(due - sent.load(), " arrivals not sent within the point's time limit");
+      }
+    }
+  }
   return result;
 }
 

@@ -99,7 +99,6 @@ absl::Status FaissTarget::Build(const Dataset& d) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("faiss: ", e.what()));
   }
-  MarkBuildEnd();
   return absl::OkStatus();
 }
 

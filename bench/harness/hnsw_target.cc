@@ -53,7 +53,6 @@ absl::Status HnswTarget::Build(const Dataset& d) {
     if (!cache.empty() && std::filesystem::exists(cache)) {
       impl_->index = std::make_unique<hnswlib::HierarchicalNSW<float>>(impl_->space.get(), cache);
       if (impl_->index->cur_element_count == d.n) {
-        MarkBuildEnd();
         return absl::OkStatus();
       }
     }
@@ -72,7 +71,6 @@ absl::Status HnswTarget::Build(const Dataset& d) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("hnswlib: ", e.what()));
   }
-  MarkBuildEnd();
   return absl::OkStatus();
 }
 

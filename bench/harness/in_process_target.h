@@ -1,11 +1,12 @@
 // InProcessTarget: what FAISS and hnswlib targets share — resource figures read from this
-// process. Peak RSS is the high-water mark while searching (reset when Build() ends) minus the
-// RSS from just before Build(): the index and search buffers, not the harness's own copy of
-// the dataset.
+// process. The process's RSS also holds the harness's dataset and memory the allocator kept
+// from earlier targets, so memory is measured as heap bytes in use (mallinfo2, every arena)
+// now minus just before Build(): what the index holds.
 //
 // Thread-safety: as Target.
 #pragma once
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "bench/harness/process_usage.h"
@@ -18,21 +19,22 @@ class InProcessTarget : public Target {
   bool in_process() const final { return true; }
 
   ResourceUsage Usage() override {
-    const ProcessUsage now = ReadProcessUsage(getpid());
-    return {.cpu_seconds = now.cpu_seconds,
-            .peak_rss_bytes = now.peak_rss_bytes > rss_before_build_
-                                  ? now.peak_rss_bytes - rss_before_build_
-                                  : 0};
+    const uint64_t heap = HeapInUse();
+    return {.cpu_seconds = ReadProcessUsage(getpid()).cpu_seconds,
+            .index_heap_bytes = heap > heap_before_build_ ? heap - heap_before_build_ : 0};
   }
 
  protected:
   // Call first thing in Build().
-  void MarkBuildStart() { rss_before_build_ = ReadProcessUsage(getpid()).rss_bytes; }
-  // Call when Build() succeeded: build-time peaks are not search-time memory.
-  void MarkBuildEnd() { ResetPeakRss(getpid()); }
+  void MarkBuildStart() { heap_before_build_ = HeapInUse(); }
 
  private:
-  uint64_t rss_before_build_ = 0;
+  static uint64_t HeapInUse() {
+    const struct mallinfo2 m = mallinfo2();
+    return uint64_t(m.uordblks) + uint64_t(m.hblkhd);  // small blocks + mmapped ones
+  }
+
+  uint64_t heap_before_build_ = 0;
 };
 
 }  // namespace shoal::bench

@@ -95,7 +95,10 @@ Row MakeRow(const Dataset& d, const GroundTruth& gt, const std::string& target,
   if (p.queries > 0 && p.after.cpu_seconds > 0) {
     row.cpu_s_per_1000q = (p.after.cpu_seconds - p.before.cpu_seconds) * 1000 / double(p.queries);
   }
-  if (p.after.peak_rss_bytes > 0) row.peak_rss_mb = double(p.after.peak_rss_bytes) / (1 << 20);
+  if (p.after.server_peak_rss_bytes) {
+    row.server_peak_rss_mb = double(*p.after.server_peak_rss_bytes) / (1 << 20);
+  }
+  if (p.after.index_heap_bytes) row.index_heap_mb = double(*p.after.index_heap_bytes) / (1 << 20);
   if (p.before.bytes_read && p.after.bytes_read && p.queries > 0) {
     row.bytes_per_query = double(*p.after.bytes_read - *p.before.bytes_read) / double(p.queries);
   }
@@ -116,8 +119,8 @@ absl::Status CsvWriter::Open(const std::string& path) {
   if (!file_) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   std::fputs(
       "dataset,target,knob_name,knob,mode,clients,batch,rate,k,queries,errors,recall1,recall10,"
-      "recall100,qps,p50_ms,p95_ms,p99_ms,p999_ms,mean_ms,cpu_s_per_1000q,peak_rss_mb,"
-      "bytes_per_query,cache_hit_ratio\n",
+      "recall100,qps,p50_ms,p95_ms,p99_ms,p999_ms,mean_ms,cpu_s_per_1000q,server_peak_rss_mb,"
+      "index_heap_mb,bytes_per_query,cache_hit_ratio\n",
       file_);
   std::fflush(file_);
   return absl::OkStatus();
@@ -146,7 +149,8 @@ void CsvWriter::Append(const Row& r) {
                                           Num(r.p999_ms),
                                           Num(r.mean_ms),
                                           Num(r.cpu_s_per_1000q),
-                                          Num(r.peak_rss_mb),
+                                          Num(r.server_peak_rss_mb),
+                                          Num(r.index_heap_mb),
                                           Num(r.bytes_per_query),
                                           Num(r.cache_hit_ratio)},
                                          ",");
@@ -223,20 +227,22 @@ std::string MarkdownReport(const std::vector<Row>& rows, const ReportContext& co
   absl::StrAppend(&md,
                   "\n## Every point\n\n| dataset | target | knob | mode | recall@1 | recall@10 | "
                   "recall@100 | QPS | p50 ms | p95 ms | p99 ms | p99.9 ms | CPU s/1k q | "
-                  "peak RSS MiB | bytes/q | cache hits | errors |\n");
+                  "memory MiB | bytes/q | cache hits | errors |\n");
   absl::StrAppend(&md, "|");
   for (int column = 0; column < 17; ++column) absl::StrAppend(&md, "---|");
   absl::StrAppend(&md, "\n");
   for (const Row& r : rows) {
     absl::StrAppend(
-        &md, absl::StrFormat("| %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | "
-                             "%s | %s | %s | %zu |\n",
-                             r.dataset, r.target, r.knob_label(), r.group(), Num(r.recall1, "%.3f"),
-                             Num(r.recall10, "%.3f"), Num(r.recall100, "%.3f"), r.qps,
-                             Num(r.p50_ms, "%.3f"), Num(r.p95_ms, "%.3f"), Num(r.p99_ms, "%.3f"),
-                             Num(r.p999_ms, "%.3f"), Num(r.cpu_s_per_1000q, "%.3f"),
-                             Num(r.peak_rss_mb, "%.0f"), Num(r.bytes_per_query, "%.0f"),
-                             Num(r.cache_hit_ratio, "%.3f"), r.errors));
+        &md,
+        absl::StrFormat(
+            "| %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | "
+            "%s | %s | %s | %zu |\n",
+            r.dataset, r.target, r.knob_label(), r.group(), Num(r.recall1, "%.3f"),
+            Num(r.recall10, "%.3f"), Num(r.recall100, "%.3f"), r.qps, Num(r.p50_ms, "%.3f"),
+            Num(r.p95_ms, "%.3f"), Num(r.p99_ms, "%.3f"), Num(r.p999_ms, "%.3f"),
+            Num(r.cpu_s_per_1000q, "%.3f"),
+            Num(std::isnan(r.server_peak_rss_mb) ? r.index_heap_mb : r.server_peak_rss_mb, "%.0f"),
+            Num(r.bytes_per_query, "%.0f"), Num(r.cache_hit_ratio, "%.3f"), r.errors));
   }
   if (!plots.empty()) {
     absl::StrAppend(&md, "\n## Plots\n\n");

@@ -29,10 +29,11 @@ struct Row {
   double recall1 = NAN, recall10 = NAN, recall100 = NAN;
   double qps = 0;
   double p50_ms = 0, p95_ms = 0, p99_ms = 0, p999_ms = 0, mean_ms = 0;
-  double cpu_s_per_1000q = NAN;  // of the process that searches (the server for Shoal)
-  double peak_rss_mb = NAN;
-  double bytes_per_query = NAN;                // storage reads (Shoal)
-  double cache_hit_ratio = NAN;                // partition cache (Shoal)
+  double cpu_s_per_1000q = NAN;     // of the process that searches (the server for Shoal)
+  double server_peak_rss_mb = NAN;  // Shoal: shoald's VmHWM since the target was built
+  double index_heap_mb = NAN;       // FAISS / hnswlib: heap the index holds
+  double bytes_per_query = NAN;     // storage reads (Shoal)
+  double cache_hit_ratio = NAN;     // partition cache (Shoal)
   std::vector<std::pair<double, double>> cdf;  // latency (ms, fraction); not in the CSV
 
   std::string group() const;  // which curve a point belongs to: "closed-c16", "batch-b100", ...

@@ -173,7 +173,7 @@ ResourceUsage ShoalTarget::Usage() {
   if (pid > 0) {
     const ProcessUsage p = ReadProcessUsage(pid);
     u.cpu_seconds = p.cpu_seconds;
-    u.peak_rss_bytes = p.peak_rss_bytes;
+    u.server_peak_rss_bytes = p.peak_rss_bytes;
   }
   const std::string url = MetricsUrl();
   const size_t path_at = url.find('/', url.find("//") + 2);

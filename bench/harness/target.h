@@ -19,9 +19,11 @@ namespace shoal::bench {
 // What the system under test has consumed so far (monotonic counters; the driver takes
 // differences around each measured point).
 struct ResourceUsage {
-  double cpu_seconds = 0;              // user + system of the process that searches
-  uint64_t peak_rss_bytes = 0;         // high-water mark of that process since Build() (VmHWM)
-  std::optional<uint64_t> bytes_read;  // storage bytes read (Shoal's /metrics)
+  double cpu_seconds = 0;  // user + system of the process that searches
+  // Memory, attributed as far as the process allows:
+  std::optional<uint64_t> server_peak_rss_bytes;  // a server's VmHWM since Build()
+  std::optional<uint64_t> index_heap_bytes;       // in-process: heap the index holds now
+  std::optional<uint64_t> bytes_read;             // storage bytes read (Shoal's /metrics)
   std::optional<uint64_t> cache_hits, cache_misses;
 };
 

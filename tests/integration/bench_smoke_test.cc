@@ -64,8 +64,10 @@ TEST(BenchSmoke, HarnessRunsEveryModeAgainstShoalFaissAndHnsw) {
     }
     if (target.starts_with("shoal")) {
       EXPECT_FALSE(row[col("cpu_s_per_1000q")].empty());
-      EXPECT_FALSE(row[col("peak_rss_mb")].empty());
+      EXPECT_FALSE(row[col("server_peak_rss_mb")].empty());
       EXPECT_FALSE(row[col("cache_hit_ratio")].empty()) << mode;
+    } else {
+      EXPECT_FALSE(row[col("index_heap_mb")].empty()) << target;
     }
   }
   // 2 knobs x (2 closed + 1 batch) per target, one open-loop point each, cold + warm for Shoal.
