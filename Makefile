@@ -97,7 +97,7 @@ bench-io: build
 # bench: the standard suite, under 15 minutes on 2 cores from a fresh clone.
 BENCH_DATE := $(shell date -u +%F)
 BENCH_ENV := OPENBLAS_NUM_THREADS=1
-BENCH_LOAD := --clients 1,16 --batch 100 --rate 1000 --cold
+BENCH_LOAD := --clients 1,16 --batch 100 --rate 1000 --cold --extra-k 100 --max-seconds 5
 BENCH_STANDARD := --dataset fmnist --dataset synthetic:n=200000,dim=128,clusters=1000,seed=1 \
 	--queries 1000 --nprobe 1,2,4,8,16,32,64 --ef 10,20,40,80,160 $(BENCH_LOAD) \
 	--targets shoal:ivf_flat,shoal:ivf_sq8,shoal:ivf_pq,faiss:ivf_flat,faiss:ivf_sq8,faiss:ivf_pq,faiss:flat,hnsw

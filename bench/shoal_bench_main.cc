@@ -39,6 +39,7 @@ struct Options {
   std::string query_file;
   size_t queries = 1000;
   uint32_t k = 10;
+  std::vector<uint32_t> extra_ks;  // closed-loop sweeps at the busiest client count only
   std::vector<std::string> targets = {"shoal:ivf_flat", "faiss:ivf_flat", "hnsw"};
   uint32_t nlist = 0, pq_m = 0, refine = 4, hnsw_m = 16, hnsw_ef_construction = 200;
   std::vector<uint32_t> nprobes = {1, 2, 4, 8, 16, 32, 64, 128};
@@ -186,8 +187,9 @@ class Bench {
         absl::StrFormat("dataset %s: %zu x %u, %zu queries", d_.name, d_.n, d_.dim, d_.nq));
     const auto gt_start = Clock::now();
     bool cached = false;
-    auto gt = LoadOrComputeGroundTruth(d_, std::max<uint32_t>(100, o_.k), o_.cache_dir,
-                                       o_.cpu_threads, &cached);
+    uint32_t gt_k = std::max<uint32_t>(100, o_.k);
+    for (uint32_t k : o_.extra_ks) gt_k = std::max(gt_k, k);
+    auto gt = LoadOrComputeGroundTruth(d_, gt_k, o_.cache_dir, o_.cpu_threads, &cached);
     if (!gt.ok()) return gt.status();
     gt_ = *std::move(gt);
     progress_.Line(absl::StrFormat("ground truth k=%u: %s (%.1f s)", gt_.k,
@@ -219,7 +221,7 @@ class Bench {
     return 1;
   }
 
-  std::vector<uint32_t> Knobs(const Target& t) const {
+  std::vector<uint32_t> Knobs(const Target& t, uint32_t k) const {
     std::vector<uint32_t> knobs;
     if (t.knob_name() == "nprobe") {
       for (uint32_t v : o_.nprobes) {
@@ -227,8 +229,9 @@ class Bench {
       }
     } else if (t.knob_name() == "ef") {
       for (uint32_t v : o_.efs) {
-        if (v >= o_.k) knobs.push_back(v);
+        if (v >= k) knobs.push_back(v);
       }
+      if (knobs.empty() || knobs.front() > k) knobs.insert(knobs.begin(), k);  // ef < k is k
     }
     if (knobs.empty()) knobs.push_back(0);
     return knobs;
@@ -266,7 +269,7 @@ class Bench {
     }
     context_.build_seconds.emplace_back(d_.name + " " + t.name(), Seconds(build_start));
     progress_.Line(absl::StrFormat("%s ready in %.1f s", t.name(), Seconds(build_start)));
-    const std::vector<uint32_t> knobs = Knobs(t);
+    const std::vector<uint32_t> knobs = Knobs(t, o_.k);
     LoadSpec base{.k = o_.k, .cpu_threads = o_.cpu_threads, .max_seconds = o_.max_seconds};
 
     // Warm up at the largest knob: it touches every partition the smaller ones do.
@@ -295,8 +298,17 @@ class Bench {
         if (absl::Status s = Measure(t, knob, "batch", spec); !s.ok()) return s;
       }
     }
-    t.SetKnob(operating);
     const size_t busiest = *std::max_element(o_.clients.begin(), o_.clients.end());
+    for (uint32_t k : o_.extra_ks) {
+      for (uint32_t knob : Knobs(t, k)) {
+        t.SetKnob(knob);
+        LoadSpec spec = base;
+        spec.clients = busiest;
+        spec.k = k;
+        if (absl::Status s = Measure(t, knob, "closed", spec); !s.ok()) return s;
+      }
+    }
+    t.SetKnob(operating);
     for (double rate : o_.rates) {
       LoadSpec spec = base;
       spec.rate = rate;
@@ -355,6 +367,9 @@ int main(int argc, char** argv) {
   app.add_option("--query-file", o.query_file, "queries for a file dataset (else held out)");
   app.add_option("--queries", o.queries, "queries to use at most");
   app.add_option("-k,--k", o.k, "neighbours per query");
+  app.add_option("--extra-k", o.extra_ks,
+                 "also sweep with these k (closed loop, busiest --clients); recall@100 needs 100")
+      ->delimiter(',');
   app.add_option("--targets", o.targets, "comma-separated targets")->delimiter(',');
   app.add_option("--nlist", o.nlist, "IVF partitions; 0 = about 4 sqrt(n)");
   app.add_option("--pq-m", o.pq_m, "PQ sub-quantizers; 0 = most that divide dim, <= 64");
@@ -379,6 +394,10 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", o.cache_dir, "ground truth and hnswlib graph cache");
   app.add_option("--shoald", o.shoald, "shoald binary the harness starts");
   app.add_option("--data-dir", o.data_root, "where the harness's shoald keeps collections");
+  uint32_t server_cpu_threads = 0;
+  uint64_t server_cache_bytes = 0;
+  app.add_option("--server-cpu-threads", server_cpu_threads, "shoald's search CPU reservation");
+  app.add_option("--server-cache-bytes", server_cache_bytes, "shoald's partition cache budget");
   app.add_option("--server-arg", o.server_args,
                  "flag passed to shoald, repeatable (e.g. --server-arg=--cpu-threads=1)");
   app.add_option("--target", o.target_addr, "use a running shoald at host:port instead");
@@ -387,6 +406,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   o.batches.erase(std::remove(o.batches.begin(), o.batches.end(), 0), o.batches.end());
   if (o.clients.empty()) o.clients = {1};
+  if (server_cpu_threads > 0) {
+    o.server_args.push_back(absl::StrCat("--cpu-threads=", server_cpu_threads));
+  }
+  if (server_cache_bytes > 0) {
+    o.server_args.push_back(absl::StrCat("--cache-bytes=", server_cache_bytes));
+  }
   std::vector<std::string> args(argv, argv + argc);
   return shoal::bench::Bench(std::move(o), absl::StrJoin(args, " ")).Run();
 }

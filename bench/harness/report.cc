@@ -52,9 +52,9 @@ std::string FileSafe(std::string s) {
 }  // namespace
 
 std::string Row::group() const {
-  if (mode == "batch") return absl::StrCat("batch-b", batch);
-  if (mode == "open") return absl::StrCat("open-r", int64_t(rate));
-  return absl::StrCat(mode, "-c", clients);
+  if (mode == "batch") return absl::StrCat("batch-b", batch, "-k", k);
+  if (mode == "open") return absl::StrCat("open-r", int64_t(rate), "-k", k);
+  return absl::StrCat(mode, "-c", clients, "-k", k);
 }
 
 std::string Row::knob_label() const {

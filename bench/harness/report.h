@@ -36,7 +36,7 @@ struct Row {
   double cache_hit_ratio = NAN;     // partition cache (Shoal)
   std::vector<std::pair<double, double>> cdf;  // latency (ms, fraction); not in the CSV
 
-  std::string group() const;  // which curve a point belongs to: "closed-c16", "batch-b100", ...
+  std::string group() const;  // which curve: "closed-c16-k10", "batch-b100-k10", ...
   std::string knob_label() const;
 };
 

@@ -380,9 +380,9 @@ TEST(Report, BestQpsRatiosCsvAndPlots) {
       Point("shoal:ivf_flat", 16, 0.995, 1000), Point("faiss:ivf_flat", 8, 0.93, 1500),
       Point("faiss:ivf_flat", 16, 0.97, 800),   Point("hnsw", 40, 0.999, 4000)};
   uint32_t knob = 0;
-  EXPECT_EQ(BestQps(rows, "shoal:ivf_flat", "closed-c1", 0.95, &knob), 2000);
+  EXPECT_EQ(BestQps(rows, "shoal:ivf_flat", "closed-c1-k10", 0.95, &knob), 2000);
   EXPECT_EQ(knob, 8u);
-  EXPECT_EQ(BestQps(rows, "faiss:ivf_flat", "closed-c1", 0.99, &knob), 0);
+  EXPECT_EQ(BestQps(rows, "faiss:ivf_flat", "closed-c1-k10", 0.99, &knob), 0);
   const std::string md = MarkdownReport(rows, {.title = "t", .command = "cmd"}, {"a.png"});
   EXPECT_THAT(md, HasSubstr("| shoal:ivf_flat | 3000 (4) | 2000 (8) | 1000 (16) |"));
   EXPECT_THAT(md, HasSubstr("**2.00x** (shoal:ivf_flat vs faiss:ivf_flat)"));  // at 0.90
@@ -408,8 +408,8 @@ TEST(Report, BestQpsRatiosCsvAndPlots) {
   std::ifstream gp(dir.Sub("plots/plots.gp"));
   std::stringstream script;
   script << gp.rdbuf();
-  EXPECT_THAT(script.str(), HasSubstr("recall_qps_ds_closed-c1.png"));
-  EXPECT_TRUE(std::filesystem::exists(dir.Sub("plots/ds_closed-c1_hnsw.dat")));
+  EXPECT_THAT(script.str(), HasSubstr("recall_qps_ds_closed-c1-k10.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir.Sub("plots/ds_closed-c1-k10_hnsw.dat")));
 }
 
 }  // namespace

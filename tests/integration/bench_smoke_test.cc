@@ -33,7 +33,8 @@ TEST(BenchSmoke, HarnessRunsEveryModeAgainstShoalFaissAndHnsw) {
   const std::string cmd =
       testing::BinDir() + "/shoal-bench --dataset synthetic:n=4000,dim=16,clusters=20,seed=2" +
       " --queries 200 --targets shoal:ivf_flat,faiss:ivf_flat,hnsw --nlist 32 --nprobe 2,32" +
-      " --ef 10,100 --clients 1,4 --batch 25 --rate 400 --open-loop-seconds 0.2 --cold "
+      " --ef 10,100 --clients 1,4 --extra-k 100 --batch 25 --rate 400 --open-loop-seconds 0.2 "
+      "--cold "
       "--cpu-threads 1" +
       " --shoald " + testing::BinDir() + "/shoald --server-arg=--cpu-threads=1" + " --data-dir " +
       dir.Sub("data") + " --cache-dir " + dir.Sub("cache") + " --out " + out + " > " +
@@ -62,6 +63,15 @@ TEST(BenchSmoke, HarnessRunsEveryModeAgainstShoalFaissAndHnsw) {
     if (full_probe && mode != "open") {
       EXPECT_GE(std::stod(row[col("recall10")]), 0.98) << target << " " << mode;
     }
+    if (row[col("k")] == "100") {
+      ++points[target + " k100"];
+      EXPECT_EQ(row[col("clients")], "4");
+      if (full_probe) {
+        EXPECT_GE(std::stod(row[col("recall100")]), 0.95) << target;
+      }
+    } else {
+      EXPECT_TRUE(row[col("recall100")].empty());
+    }
     if (target.starts_with("shoal")) {
       EXPECT_FALSE(row[col("cpu_s_per_1000q")].empty());
       EXPECT_FALSE(row[col("server_peak_rss_mb")].empty());
@@ -70,9 +80,12 @@ TEST(BenchSmoke, HarnessRunsEveryModeAgainstShoalFaissAndHnsw) {
       EXPECT_FALSE(row[col("index_heap_mb")].empty()) << target;
     }
   }
-  // 2 knobs x (2 closed + 1 batch) per target, one open-loop point each, cold + warm for Shoal.
+  // 2 knobs x (2 closed + 1 batch) per target, the k=100 sweep at 4 clients (hnsw: ef 100
+  // only), one open-loop point each, cold + warm for Shoal.
   for (const char* t : {"shoal:ivf_flat", "faiss:ivf_flat", "hnsw"}) {
-    EXPECT_EQ(points[std::string(t) + " closed"], 4) << t;
+    const int k100 = std::string(t) == "hnsw" ? 1 : 2;
+    EXPECT_EQ(points[std::string(t) + " k100"], k100) << t;
+    EXPECT_EQ(points[std::string(t) + " closed"], 4 + k100) << t;
     EXPECT_EQ(points[std::string(t) + " batch"], 2) << t;
     EXPECT_EQ(points[std::string(t) + " open"], 1) << t;
   }
