@@ -9,6 +9,11 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// From the sanitizer runtime (GCC ships no header for it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
 #include "bench/harness/process_usage.h"
 #include "bench/harness/target.h"
 
@@ -30,8 +35,12 @@ class InProcessTarget : public Target {
 
  private:
   static uint64_t HeapInUse() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return __sanitizer_get_current_allocated_bytes();  // the sanitizer owns malloc
+#else
     const struct mallinfo2 m = mallinfo2();
     return uint64_t(m.uordblks) + uint64_t(m.hblkhd);  // small blocks + mmapped ones
+#endif
   }
 
   uint64_t heap_before_build_ = 0;
