@@ -43,6 +43,9 @@ IoScheduler::~IoScheduler() {
   std::vector<ReadCallback> cancelled;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // From here no completion submits more reads, so none touches backend_ while it is reset
+    // below (TSan: a completion thread read backend_ as the destructor cleared it).
+    closing_ = true;
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second->in_flight) {
         it->second->cancelled = true;
@@ -140,6 +143,7 @@ void IoScheduler::Cancel(uint64_t id) {
 
 void IoScheduler::DispatchLocked(std::vector<IoRead>* reads,
                                  std::vector<std::function<void()>>* answers) {
+  if (closing_) return;
   const IoClock::time_point now = IoClock::now();
   std::vector<IoRequest> expired;
   std::vector<IoSubmission> subs = policy_.Dispatch(now, &expired);

@@ -105,6 +105,7 @@ class IoScheduler {
   std::unique_ptr<IoBackend> backend_;
 
   mutable std::mutex mu_;
+  bool closing_ = false;  // guarded by mu_: the destructor runs, nothing more is submitted
   IoPolicy policy_;                                                 // guarded by mu_
   std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;  // guarded by mu_
   struct Flight {
