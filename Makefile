@@ -26,7 +26,7 @@ help:
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
-	@echo "make coverage   line coverage of core/ and storage/ (gcovr)"
+	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
 
 deps:
@@ -114,7 +114,7 @@ bench-quick: build
 
 coverage: deps
 	$(call build_preset,coverage)
-	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -L unit
+	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -LE recall
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25
