@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -77,49 +78,39 @@ uint32_t AutoPqM(uint32_t dim) {
   return 1;
 }
 
+// "flat", "ivf_flat", "ivf_sq8", "ivf_pq": the index type of that name.
+std::optional<IndexType> ParseIndexType(const std::string& name) {
+  for (IndexType t :
+       {IndexType::kFlat, IndexType::kIvfFlat, IndexType::kIvfSq8, IndexType::kIvfPq}) {
+    if (IndexTypeName(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spec, const Options& o,
                                                    uint32_t nlist, uint32_t pq_m) {
-  if (spec.starts_with("shoal:")) {
-    const std::string kind = spec.substr(6);
-    ShoalParams p{.nlist = nlist,
-                  .pq_m = pq_m,
-                  .shoald_binary = o.shoald,
-                  .data_root = o.data_root,
-                  .server_args = o.server_args,
-                  .external_addr = o.target_addr,
-                  .metrics_url = o.metrics_url,
-                  .server_pid = o.server_pid};
-    if (kind == "flat") {
-      p.index = IndexType::kFlat;
-    } else if (kind == "ivf_flat") {
-      p.index = IndexType::kIvfFlat;
-    } else if (kind == "ivf_sq8") {
-      p.index = IndexType::kIvfSq8;
-      p.refine_factor = o.refine;
-    } else if (kind == "ivf_pq") {
-      p.index = IndexType::kIvfPq;
-      p.refine_factor = o.refine;
-    } else {
-      return absl::InvalidArgumentError("unknown target " + spec);
-    }
-    return std::make_unique<ShoalTarget>(std::move(p));
+  const size_t colon = spec.find(':');
+  const std::optional<IndexType> index =
+      colon == std::string::npos ? std::nullopt : ParseIndexType(spec.substr(colon + 1));
+  if (spec.starts_with("shoal:") && index) {
+    const bool quantized = *index == IndexType::kIvfSq8 || *index == IndexType::kIvfPq;
+    return std::make_unique<ShoalTarget>(ShoalParams{.index = *index,
+                                                     .nlist = nlist,
+                                                     .pq_m = pq_m,
+                                                     .refine_factor = quantized ? o.refine : 0,
+                                                     .shoald_binary = o.shoald,
+                                                     .data_root = o.data_root,
+                                                     .server_args = o.server_args,
+                                                     .external_addr = o.target_addr,
+                                                     .metrics_url = o.metrics_url,
+                                                     .server_pid = o.server_pid});
   }
-  if (spec.starts_with("faiss:")) {
-    const std::string kind = spec.substr(6);
-    FaissParams p{
-        .nlist = nlist, .pq_m = pq_m, .refine_factor = o.refine, .build_threads = o.cpu_threads};
-    if (kind == "flat") {
-      p.kind = FaissKind::kFlat;
-    } else if (kind == "ivf_flat") {
-      p.kind = FaissKind::kIvfFlat;
-    } else if (kind == "ivf_sq8") {
-      p.kind = FaissKind::kIvfSq8;
-    } else if (kind == "ivf_pq") {
-      p.kind = FaissKind::kIvfPq;
-    } else {
-      return absl::InvalidArgumentError("unknown target " + spec);
-    }
-    return std::make_unique<FaissTarget>(p);
+  if (spec.starts_with("faiss:") && index) {
+    return std::make_unique<FaissTarget>(FaissParams{.index = *index,
+                                                     .nlist = nlist,
+                                                     .pq_m = pq_m,
+                                                     .refine_factor = o.refine,
+                                                     .build_threads = o.cpu_threads});
   }
   if (spec == "hnsw") {
     return std::make_unique<HnswTarget>(HnswParams{.m = o.hnsw_m,

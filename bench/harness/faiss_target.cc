@@ -36,28 +36,21 @@ FaissTarget::~FaissTarget() {
 }
 
 std::string FaissTarget::name() const {
-  switch (params_.kind) {
-    case FaissKind::kFlat:
-      return "faiss:flat";
-    case FaissKind::kIvfFlat:
-      return "faiss:ivf_flat";
-    case FaissKind::kIvfSq8:
-      return "faiss:ivf_sq8";
-    case FaissKind::kIvfPq:
-      return absl::StrCat("faiss:ivf_pq_m", params_.pq_m, "_r", params_.refine_factor);
+  if (params_.index == IndexType::kIvfPq) {
+    return absl::StrCat("faiss:ivf_pq_m", params_.pq_m, "_r", params_.refine_factor);
   }
-  return "faiss";
+  return "faiss:" + IndexTypeName(params_.index);
 }
 
 std::string FaissTarget::knob_name() const {
-  return params_.kind == FaissKind::kFlat ? "" : "nprobe";
+  return params_.index == IndexType::kFlat ? "" : "nprobe";
 }
 
 absl::Status FaissTarget::Build(const Dataset& d) {
   MarkBuildStart();
   OmpThreads threads(params_.build_threads);
   const int dim = int(d.dim);
-  if (params_.kind == FaissKind::kFlat) {
+  if (params_.index == IndexType::kFlat) {
     ivf_ = std::make_unique<faiss::IndexFlatL2>(dim);
   } else {
     if (d.n < params_.nlist) {
@@ -65,11 +58,11 @@ absl::Status FaissTarget::Build(const Dataset& d) {
     }
     quantizer_ = std::make_unique<faiss::IndexFlatL2>(dim);
     std::unique_ptr<faiss::IndexIVF> ivf;
-    switch (params_.kind) {
-      case FaissKind::kIvfFlat:
+    switch (params_.index) {
+      case IndexType::kIvfFlat:
         ivf = std::make_unique<faiss::IndexIVFFlat>(quantizer_.get(), d.dim, params_.nlist);
         break;
-      case FaissKind::kIvfSq8:
+      case IndexType::kIvfSq8:
         ivf = std::make_unique<faiss::IndexIVFScalarQuantizer>(
             quantizer_.get(), d.dim, params_.nlist, faiss::ScalarQuantizer::QT_8bit);
         break;
@@ -86,7 +79,7 @@ absl::Status FaissTarget::Build(const Dataset& d) {
   }
   try {
     ivf_->train(faiss::Index::idx_t(d.n), d.base.data());
-    if (params_.kind == FaissKind::kIvfPq) {
+    if (params_.index == IndexType::kIvfPq) {
       auto refine = std::make_unique<faiss::IndexRefineFlat>(ivf_.get());
       refine->k_factor = float(params_.refine_factor);
       refine->add(faiss::Index::idx_t(d.n), d.base.data());

@@ -12,13 +12,12 @@
 #include <memory>
 
 #include "bench/harness/in_process_target.h"
+#include "client/client.h"
 
 namespace shoal::bench {
 
-enum class FaissKind { kFlat, kIvfFlat, kIvfSq8, kIvfPq };
-
 struct FaissParams {
-  FaissKind kind = FaissKind::kIvfFlat;
+  IndexType index = IndexType::kIvfFlat;  // the FAISS index standing for Shoal's of this type
   uint32_t nlist = 1024;
   uint32_t pq_m = 0;           // IVF_PQ sub-quantizers (must divide dim)
   uint32_t refine_factor = 4;  // IVF_PQ: re-rank k * refine_factor candidates exactly

@@ -18,20 +18,6 @@ namespace {
 
 constexpr size_t kUploadBatch = 1000;  // points per upsert-stream message
 
-std::string IndexSlug(IndexType type) {
-  switch (type) {
-    case IndexType::kFlat:
-      return "flat";
-    case IndexType::kIvfFlat:
-      return "ivf_flat";
-    case IndexType::kIvfSq8:
-      return "ivf_sq8";
-    case IndexType::kIvfPq:
-      return "ivf_pq";
-  }
-  return "unknown";
-}
-
 // Drops the page cache of every file under `dir` (clean pages only; nothing is lost).
 void DropPageCache(const std::string& dir) {
   std::error_code ec;
@@ -66,7 +52,7 @@ ShoalTarget::~ShoalTarget() {
 }
 
 std::string ShoalTarget::name() const {
-  std::string name = "shoal:" + IndexSlug(params_.index);
+  std::string name = "shoal:" + IndexTypeName(params_.index);
   if (params_.index == IndexType::kIvfPq) absl::StrAppend(&name, "_m", params_.pq_m);
   if (params_.refine_factor > 0 && params_.index != IndexType::kFlat &&
       params_.index != IndexType::kIvfFlat) {

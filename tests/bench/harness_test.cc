@@ -329,13 +329,13 @@ TEST(Targets, FaissAndHnswFindTheTrueNeighbours) {
   const GroundTruth gt = ComputeGroundTruth(d, 10, 1);
   testing::TempDir dir;
   std::vector<std::unique_ptr<Target>> targets;
-  targets.push_back(std::make_unique<FaissTarget>(FaissParams{.kind = FaissKind::kFlat}));
+  targets.push_back(std::make_unique<FaissTarget>(FaissParams{.index = IndexType::kFlat}));
   targets.push_back(
-      std::make_unique<FaissTarget>(FaissParams{.kind = FaissKind::kIvfFlat, .nlist = 16}));
+      std::make_unique<FaissTarget>(FaissParams{.index = IndexType::kIvfFlat, .nlist = 16}));
   targets.push_back(
-      std::make_unique<FaissTarget>(FaissParams{.kind = FaissKind::kIvfSq8, .nlist = 16}));
+      std::make_unique<FaissTarget>(FaissParams{.index = IndexType::kIvfSq8, .nlist = 16}));
   targets.push_back(std::make_unique<FaissTarget>(
-      FaissParams{.kind = FaissKind::kIvfPq, .nlist = 16, .pq_m = 8, .refine_factor = 8}));
+      FaissParams{.index = IndexType::kIvfPq, .nlist = 16, .pq_m = 8, .refine_factor = 8}));
   targets.push_back(std::make_unique<HnswTarget>(HnswParams{.cache_dir = dir.path()}));
   targets.push_back(std::make_unique<HnswTarget>(HnswParams{.cache_dir = dir.path()}));  // cached
   for (auto& t : targets) {
@@ -350,8 +350,8 @@ TEST(Targets, FaissAndHnswFindTheTrueNeighbours) {
     EXPECT_GE(*t->Usage().index_heap_bytes, 16u * 3000) << t->name();
   }
   EXPECT_EQ(targets[3]->name(), "faiss:ivf_pq_m8_r8");
-  EXPECT_FALSE(FaissTarget({.kind = FaissKind::kIvfPq, .nlist = 16, .pq_m = 5}).Build(d).ok());
-  EXPECT_FALSE(FaissTarget({.kind = FaissKind::kIvfFlat, .nlist = 5000}).Build(d).ok());
+  EXPECT_FALSE(FaissTarget({.index = IndexType::kIvfPq, .nlist = 16, .pq_m = 5}).Build(d).ok());
+  EXPECT_FALSE(FaissTarget({.index = IndexType::kIvfFlat, .nlist = 5000}).Build(d).ok());
 }
 
 TEST(ProcessUsage, ReadsThisProcess) {
