@@ -6,8 +6,9 @@
 #pragma once
 
 #include <deque>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
 
 namespace shoal::core {
@@ -17,7 +18,7 @@ class ManualExecutor final : public Executor {
   explicit ManualExecutor(int concurrency = 1) : concurrency_(concurrency) {}
 
   void Submit(Task task) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(task));
   }
   int concurrency() const override { return concurrency_; }
@@ -26,7 +27,7 @@ class ManualExecutor final : public Executor {
   bool RunOne() {
     Task task;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (queue_.empty()) return false;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -43,14 +44,14 @@ class ManualExecutor final : public Executor {
   }
 
   size_t queued() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return queue_.size();
   }
 
  private:
   const int concurrency_;
-  mutable std::mutex mu_;
-  std::deque<Task> queue_;
+  mutable absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::core

@@ -2,16 +2,16 @@
 //
 // The arena's concurrency is the CPU reservation (config `cpu.threads`). Every task runs with
 // single-threaded OpenMP so FAISS cannot start a thread pool behind the reservation's back
-// (I-2). The destructor waits, outside the arena, for every
-// submitted task to finish.
+// (I-2), and with InArenaTask() true so blocking helpers refuse to wait there (I-1). A task
+// that throws is logged and abandoned; the executor and its other tasks go on (an exception
+// leaving a TBB enqueued task would end the process). The destructor waits, outside the
+// arena, for every submitted task to finish.
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "core/exec/executor.h"
 
@@ -27,24 +27,25 @@ class TbbExecutor final : public Executor {
   int concurrency() const override { return threads_; }
 
   // Tasks submitted but not finished (queued or running).
-  int64_t outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
+  int64_t outstanding() const;
   // Tasks running right now.
-  int64_t running() const { return running_.load(std::memory_order_relaxed); }
+  int64_t running() const;
   // Total CPU-busy time of the arena, in microseconds, since construction.
-  int64_t busy_micros() const { return busy_micros_.load(std::memory_order_relaxed); }
+  int64_t busy_micros() const;
+  // Tasks that threw (each logged once).
+  int64_t failed_tasks() const;
 
   // Blocks the caller (which must not be an arena thread) until no task is outstanding.
   void WaitIdle();
 
  private:
+  struct Counters;
   struct Impl;
   const int threads_;
+  // Shared with every queued task, so a task that ends as the executor is destroyed never
+  // touches freed counters.
+  const std::shared_ptr<Counters> counters_;
   std::unique_ptr<Impl> impl_;
-  std::atomic<int64_t> outstanding_{0};
-  std::atomic<int64_t> running_{0};
-  std::atomic<int64_t> busy_micros_{0};
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
 };
 
 }  // namespace shoal::core

@@ -1,5 +1,9 @@
 #include "core/exec/thread_executor.h"
 
+#include <exception>
+
+#include "core/base/logging.h"
+
 namespace shoal::core {
 
 ThreadExecutor::ThreadExecutor(int threads) {
@@ -8,32 +12,34 @@ ThreadExecutor::ThreadExecutor(int threads) {
 
 ThreadExecutor::~ThreadExecutor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
 void ThreadExecutor::Submit(Task task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
-  }
-  cv_.notify_one();
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(task));
 }
 
 void ThreadExecutor::Run() {
   while (true) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ThreadExecutor::HasWorkOrStopping));
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::move(task)();
+    try {
+      std::move(task)();
+    } catch (const std::exception& e) {
+      Logger("exec")->error("a blocking task threw and was abandoned: {}", e.what());
+    } catch (...) {
+      Logger("exec")->error("a blocking task threw a non-standard exception and was abandoned");
+    }
   }
 }
 

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status.h"
 #include "faiss/Clustering.h"
 #include "faiss/IndexFlat.h"
 #include "faiss/impl/ProductQuantizer.h"
@@ -24,6 +27,66 @@ size_t IvfModel::CodeSize() const {
   return 0;
 }
 
+namespace {
+
+// Runs `fn` (FAISS or BLAS work) and turns what it throws into a Status naming `step`: FAISS
+// signals bad input and internal failures with exceptions, and allocation can fail anywhere.
+template <typename Fn>
+absl::Status Guarded(const char* step, Fn&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(step, ": out of memory"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(step, " failed: ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(step, " failed with a non-standard exception"));
+  }
+}
+
+void TrainCoarse(const float* vectors, size_t n, uint32_t dim, Metric metric,
+                 const IvfTrainOptions& options, IvfModel* model) {
+  faiss::ClusteringParameters cp;
+  cp.niter = options.kmeans_iterations;
+  cp.seed = int(options.seed);
+  cp.spherical = IsSimilarity(metric);
+  cp.max_points_per_centroid = 256;
+  cp.min_points_per_centroid = 1;  // no warning spam for small collections
+  faiss::Clustering clustering(int(dim), int(options.nlist), cp);
+  if (IsSimilarity(metric)) {
+    faiss::IndexFlatIP index{int(dim)};
+    clustering.train(faiss::Index::idx_t(n), vectors, index);
+  } else {
+    faiss::IndexFlatL2 index{int(dim)};
+    clustering.train(faiss::Index::idx_t(n), vectors, index);
+  }
+  model->centroids = std::move(clustering.centroids);
+}
+
+void TrainSq8(const float* vectors, size_t n, uint32_t dim, IvfModel* model) {
+  faiss::ScalarQuantizer sq(dim, faiss::ScalarQuantizer::QT_8bit);
+  sq.train(n, vectors);
+  model->sq_vmin.assign(sq.trained.begin(), sq.trained.begin() + dim);
+  model->sq_vdiff.assign(sq.trained.begin() + dim, sq.trained.begin() + 2 * dim);
+}
+
+void TrainPq(const float* vectors, size_t n, uint32_t dim, const IvfTrainOptions& options,
+             IvfModel* model) {
+  faiss::ProductQuantizer pq(dim, options.pq_m, 8);
+  pq.cp.seed = int(options.seed);
+  pq.cp.max_points_per_centroid = 256;
+  pq.cp.min_points_per_centroid = 1;  // small collections train anyway, without warnings
+  pq.cp.niter = options.kmeans_iterations;
+  pq.verbose = false;
+  pq.train(n, vectors);
+  model->pq_m = options.pq_m;
+  model->pq_nbits = 8;
+  model->pq_codebooks = std::move(pq.centroids);
+}
+
+}  // namespace
+
 uint32_t DefaultNlist(uint64_t n) {
   const double by_sqrt = std::round(4.0 * std::sqrt(double(n)));
   const double cap = std::max<double>(1.0, double(n / 4));
@@ -40,83 +103,71 @@ absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t 
     return absl::InvalidArgumentError(
         absl::StrCat("pq_m must divide dim ", dim, ", got ", options.pq_m));
   }
+  if (options.encoding == VectorEncoding::kPq && n < kMinPqTrainingRows) {
+    // FAISS would throw: k-means cannot place 256 codewords per sub-quantizer on fewer points.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "IVF_PQ needs at least ", kMinPqTrainingRows, " rows to train (pq_m ", options.pq_m,
+        ", 8 bits: ", kMinPqTrainingRows, " codewords per sub-quantizer); there are ", n,
+        ". Add rows or use IVF_FLAT / IVF_SQ8"));
+  }
   IvfModel model;
   model.dim = dim;
   model.metric = metric;
   model.encoding = options.encoding;
-
-  faiss::ClusteringParameters cp;
-  cp.niter = options.kmeans_iterations;
-  cp.seed = int(options.seed);
-  cp.spherical = IsSimilarity(metric);
-  cp.max_points_per_centroid = 256;
-  cp.min_points_per_centroid = 1;  // no warning spam for small collections
-  faiss::Clustering clustering(int(dim), int(options.nlist), cp);
-  if (IsSimilarity(metric)) {
-    faiss::IndexFlatIP index{int(dim)};
-    clustering.train(faiss::Index::idx_t(n), vectors, index);
-  } else {
-    faiss::IndexFlatL2 index{int(dim)};
-    clustering.train(faiss::Index::idx_t(n), vectors, index);
-  }
-  model.centroids = std::move(clustering.centroids);
-
+  SHOAL_RETURN_IF_ERROR(Guarded("IVF k-means training",
+                                [&] { TrainCoarse(vectors, n, dim, metric, options, &model); }));
   if (options.encoding == VectorEncoding::kSq8) {
-    faiss::ScalarQuantizer sq(dim, faiss::ScalarQuantizer::QT_8bit);
-    sq.train(n, vectors);
-    model.sq_vmin.assign(sq.trained.begin(), sq.trained.begin() + dim);
-    model.sq_vdiff.assign(sq.trained.begin() + dim, sq.trained.begin() + 2 * dim);
+    SHOAL_RETURN_IF_ERROR(Guarded("SQ8 training", [&] { TrainSq8(vectors, n, dim, &model); }));
   } else if (options.encoding == VectorEncoding::kPq) {
-    faiss::ProductQuantizer pq(dim, options.pq_m, 8);
-    pq.cp.seed = int(options.seed);
-    pq.cp.max_points_per_centroid = 256;
-    pq.cp.min_points_per_centroid = 1;  // small collections train anyway, without warnings
-    pq.cp.niter = options.kmeans_iterations;
-    pq.verbose = false;
-    pq.train(n, vectors);
-    model.pq_m = options.pq_m;
-    model.pq_nbits = 8;
-    model.pq_codebooks = std::move(pq.centroids);
+    SHOAL_RETURN_IF_ERROR(
+        Guarded("PQ training", [&] { TrainPq(vectors, n, dim, options, &model); }));
   }
   return model;
 }
 
-void AssignToCentroids(const IvfModel& model, const float* vectors, size_t n, uint32_t* assign) {
-  if (n == 0) return;
-  std::vector<float> distances(n);
-  std::vector<faiss::Index::idx_t> labels(n);
-  // FAISS's flat search batches through BLAS sgemm, which is what assigning many vectors to
-  // many centroids wants.
-  std::unique_ptr<faiss::IndexFlat> index;
-  if (IsSimilarity(model.metric)) {
-    index = std::make_unique<faiss::IndexFlatIP>(int(model.dim));
-  } else {
-    index = std::make_unique<faiss::IndexFlatL2>(int(model.dim));
-  }
-  index->add(faiss::Index::idx_t(model.nlist()), model.centroids.data());
-  index->search(faiss::Index::idx_t(n), vectors, 1, distances.data(), labels.data());
-  for (size_t i = 0; i < n; ++i) assign[i] = uint32_t(std::max<faiss::Index::idx_t>(0, labels[i]));
+absl::Status AssignToCentroids(const IvfModel& model, const float* vectors, size_t n,
+                               uint32_t* assign) {
+  if (n == 0) return absl::OkStatus();
+  return Guarded("assigning vectors to centroids", [&] {
+    std::vector<float> distances(n);
+    std::vector<faiss::Index::idx_t> labels(n);
+    // FAISS's flat search batches through BLAS sgemm, which is what assigning many vectors to
+    // many centroids wants.
+    std::unique_ptr<faiss::IndexFlat> index;
+    if (IsSimilarity(model.metric)) {
+      index = std::make_unique<faiss::IndexFlatIP>(int(model.dim));
+    } else {
+      index = std::make_unique<faiss::IndexFlatL2>(int(model.dim));
+    }
+    index->add(faiss::Index::idx_t(model.nlist()), model.centroids.data());
+    index->search(faiss::Index::idx_t(n), vectors, 1, distances.data(), labels.data());
+    for (size_t i = 0; i < n; ++i) {
+      assign[i] = uint32_t(std::max<faiss::Index::idx_t>(0, labels[i]));
+    }
+  });
 }
 
-void EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes) {
-  switch (model.encoding) {
-    case VectorEncoding::kFlat:
-      std::memcpy(codes, vectors, n * model.dim * sizeof(float));
-      return;
-    case VectorEncoding::kSq8: {
-      faiss::ScalarQuantizer sq(model.dim, faiss::ScalarQuantizer::QT_8bit);
-      sq.trained = model.sq_vmin;
-      sq.trained.insert(sq.trained.end(), model.sq_vdiff.begin(), model.sq_vdiff.end());
-      sq.compute_codes(vectors, codes, n);
-      return;
+absl::Status EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes) {
+  return Guarded("encoding vectors", [&] {
+    switch (model.encoding) {
+      case VectorEncoding::kFlat:
+        std::memcpy(codes, vectors, n * model.dim * sizeof(float));
+        return;
+      case VectorEncoding::kSq8: {
+        faiss::ScalarQuantizer sq(model.dim, faiss::ScalarQuantizer::QT_8bit);
+        sq.trained = model.sq_vmin;
+        sq.trained.insert(sq.trained.end(), model.sq_vdiff.begin(), model.sq_vdiff.end());
+        sq.compute_codes(vectors, codes, n);
+        return;
+      }
+      case VectorEncoding::kPq: {
+        faiss::ProductQuantizer pq(model.dim, model.pq_m, model.pq_nbits);
+        pq.centroids = model.pq_codebooks;
+        pq.compute_codes(vectors, codes, n);
+        return;
+      }
     }
-    case VectorEncoding::kPq: {
-      faiss::ProductQuantizer pq(model.dim, model.pq_m, model.pq_nbits);
-      pq.centroids = model.pq_codebooks;
-      pq.compute_codes(vectors, codes, n);
-      return;
-    }
-  }
+  });
 }
 
 }  // namespace shoal::core

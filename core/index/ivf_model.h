@@ -7,7 +7,10 @@
 // serves every partition, which is what lets a task scan one partition for many queries.
 //
 // The FAISS calls run on the calling thread; callers keep OpenMP at one thread (I-2, the
-// TbbExecutor does) and get parallelism by running chunks as separate tasks.
+// TbbExecutor does) and get parallelism by running chunks as separate tasks. Nothing FAISS or
+// an allocation throws leaves this file: every function answers a Status instead (FAILED_-
+// PRECONDITION for too little training data, RESOURCE_EXHAUSTED for memory, INTERNAL for any
+// other FAISS error, naming the step).
 //
 // Thread-safety: an IvfModel is immutable once trained; every function here is thread-safe.
 #pragma once
@@ -36,8 +39,13 @@ struct IvfModel {
   size_t CodeSize() const;
 };
 
+// 8-bit PQ trains 256 centroids per sub-quantizer, so it needs at least this many vectors.
+inline constexpr size_t kMinPqTrainingRows = 256;
+
 struct IvfTrainOptions {
-  uint32_t nlist = 0;  // REQUIRES: >= 1; at most the number of training vectors
+  // >= 1 and at most the number of training vectors, else INVALID_ARGUMENT (k-means cannot
+  // place more centroids than points; BuildIndex clamps nlist to the row count before training).
+  uint32_t nlist = 0;
   VectorEncoding encoding = VectorEncoding::kFlat;
   uint32_t pq_m = 0;  // PQ only; must divide dim
   int kmeans_iterations = 10;
@@ -50,14 +58,16 @@ uint32_t DefaultNlist(uint64_t n);
 
 // Trains centroids (and the SQ8 ranges or PQ codebooks) on `n` row-major vectors. The caller
 // samples (at most 256 vectors per centroid is plenty). Inner-product metrics train spherical
-// k-means.
+// k-means. PQ with fewer than kMinPqTrainingRows vectors is FAILED_PRECONDITION naming the
+// minimum.
 absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t dim, Metric metric,
                                        const IvfTrainOptions& options);
 
 // assign[i] = the nearest centroid of vector i (by the model's metric).
-void AssignToCentroids(const IvfModel& model, const float* vectors, size_t n, uint32_t* assign);
+absl::Status AssignToCentroids(const IvfModel& model, const float* vectors, size_t n,
+                               uint32_t* assign);
 
 // Writes n * CodeSize() bytes of codes.
-void EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes);
+absl::Status EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes);
 
 }  // namespace shoal::core

@@ -128,9 +128,10 @@ absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const Segm
   }
   SetProgress("training", 0);
   absl::StatusOr<core::IvfModel> model = absl::UnknownError("not run");
-  core::RunAndWait(cpu, [&] {
+  SHOAL_RETURN_IF_ERROR(core::RunAndWait(cpu, [&] {
     model = core::TrainIvfModel(train, sample_n, manifest_.dim, manifest_.metric, options);
-  });
+    return model.status();
+  }));
   return model;
 }
 
@@ -145,16 +146,17 @@ absl::StatusOr<std::shared_ptr<Segment>> Collection::WriteAndOpenSegment(
   const size_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
   std::atomic<size_t> finished{0};
   SetProgress("assigning", 0);
-  core::ParallelFor(cpu, tasks, [&](size_t t) {
+  SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) -> absl::Status {
     const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, n - begin);
     const float* v = rows.vectors.data() + begin * dim;
-    core::AssignToCentroids(model, v, count, assign.data() + begin);
-    core::EncodeVectors(model, v, count, codes.data() + begin * code_size);
+    SHOAL_RETURN_IF_ERROR(core::AssignToCentroids(model, v, count, assign.data() + begin));
+    SHOAL_RETURN_IF_ERROR(core::EncodeVectors(model, v, count, codes.data() + begin * code_size));
     const size_t done = finished.fetch_add(1) + 1;
     if (done % std::max<size_t>(1, tasks / 10) == 0) {
       SetProgress("assigning", uint32_t(100 * done / tasks));
     }
-  });
+    return absl::OkStatus();
+  }));
   SetProgress("writing", 0);
   const uint64_t id = manifest_.next_segment_id++;
   const std::string dir = SegmentDir(dir_, id);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -33,10 +34,10 @@ struct InMemorySegment {
     ids.resize(nlist);
     raw.resize(nlist);
     std::vector<uint32_t> assign(n);
-    core::AssignToCentroids(*model, vectors, n, assign.data());
+    if (!core::AssignToCentroids(*model, vectors, n, assign.data()).ok()) std::abort();
     std::vector<uint8_t> code(cs);
     for (size_t i = 0; i < n; ++i) {
-      core::EncodeVectors(*model, vectors + i * dim, 1, code.data());
+      if (!core::EncodeVectors(*model, vectors + i * dim, 1, code.data()).ok()) std::abort();
       const uint32_t p = assign[i];
       codes[p].insert(codes[p].end(), code.begin(), code.end());
       ids[p].push_back(row_ids[i]);

@@ -45,6 +45,54 @@ TEST(IvfModel, RejectsBadParameters) {
   EXPECT_FALSE(TrainIvfModel(x.data(), 100, 8, Metric::kL2, o).ok());
 }
 
+TEST(IvfModel, PqWithFewerThan256RowsIsFailedPreconditionNamingTheMinimum) {
+  const auto x = Gaussian(100, 8, 1);
+  IvfTrainOptions o;
+  o.nlist = 4;
+  o.encoding = VectorEncoding::kPq;
+  o.pq_m = 4;
+  // FAISS throws here (k-means for 256 codewords on 100 points); the adapter answers a Status.
+  const auto model = TrainIvfModel(x.data(), 100, 8, Metric::kL2, o);
+  ASSERT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition) << model.status();
+  EXPECT_NE(model.status().message().find("at least 256 rows"), std::string::npos)
+      << model.status();
+  EXPECT_NE(model.status().message().find("there are 100"), std::string::npos) << model.status();
+  EXPECT_TRUE(TrainIvfModel(Gaussian(256, 8, 1).data(), 256, 8, Metric::kL2, o).ok());
+}
+
+// FAISS's k-means throws when asked for more centroids than points; TrainIvfModel refuses
+// first (BuildIndex clamps nlist to the row count, so a small collection still builds), and
+// nlist == n works (FAISS takes the points as centroids).
+TEST(IvfModel, FlatWithMoreCentroidsThanRowsIsInvalidArgumentNotAnException) {
+  const auto x = Gaussian(10, 8, 1);
+  IvfTrainOptions o;
+  o.nlist = 50;
+  const auto too_many = TrainIvfModel(x.data(), 10, 8, Metric::kL2, o);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument) << too_many.status();
+  EXPECT_NE(too_many.status().message().find("nlist"), std::string::npos);
+  o.nlist = 10;
+  const auto exact = TrainIvfModel(x.data(), 10, 8, Metric::kL2, o);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->nlist(), 10u);
+  std::vector<uint32_t> assign(10);
+  ASSERT_TRUE(AssignToCentroids(*exact, x.data(), 10, assign.data()).ok());
+}
+
+// A model that FAISS refuses (here PQ with pq_m not dividing dim, as a corrupt ivf.meta could
+// carry) makes encoding fail with a Status; no exception leaves the adapter.
+TEST(IvfModel, EncodingWithAModelFaissRefusesAnswersInternal) {
+  const auto x = Gaussian(4, 8, 1);
+  IvfModel bad;
+  bad.dim = 8;
+  bad.encoding = VectorEncoding::kPq;
+  bad.pq_m = 3;
+  bad.pq_nbits = 8;
+  std::vector<uint8_t> codes(64);
+  const absl::Status s = EncodeVectors(bad, x.data(), 4, codes.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find("encoding vectors"), std::string::npos) << s;
+}
+
 TEST(IvfModel, AssignsEveryVectorToItsNearestCentroid) {
   const size_t n = 2000, dim = 16;
   const auto x = Gaussian(n, dim, 2);
@@ -55,7 +103,7 @@ TEST(IvfModel, AssignsEveryVectorToItsNearestCentroid) {
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_EQ(model->nlist(), 20u);
     std::vector<uint32_t> assign(n);
-    AssignToCentroids(*model, x.data(), n, assign.data());
+    ASSERT_TRUE(AssignToCentroids(*model, x.data(), n, assign.data()).ok());
     for (size_t i = 0; i < n; i += 97) {
       uint32_t best = 0;
       float best_d = 0;
@@ -79,7 +127,7 @@ TEST(ScanKernels, Sq8MatchesFaissDecodeAtEveryLevel) {
   auto model = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
   ASSERT_TRUE(model.ok());
   std::vector<uint8_t> codes(n * dim);
-  EncodeVectors(*model, x.data(), n, codes.data());
+  ASSERT_TRUE(EncodeVectors(*model, x.data(), n, codes.data()).ok());
   faiss::ScalarQuantizer sq(dim, faiss::ScalarQuantizer::QT_8bit);
   sq.trained = model->sq_vmin;
   sq.trained.insert(sq.trained.end(), model->sq_vdiff.begin(), model->sq_vdiff.end());
@@ -122,7 +170,7 @@ TEST(ScanKernels, PqScanMatchesFaissDistanceTables) {
   ASSERT_TRUE(model.ok());
   ASSERT_EQ(model->CodeSize(), m);
   std::vector<uint8_t> codes(n * m);
-  EncodeVectors(*model, x.data(), n, codes.data());
+  ASSERT_TRUE(EncodeVectors(*model, x.data(), n, codes.data()).ok());
   faiss::ProductQuantizer pq(dim, m, 8);
   pq.centroids = model->pq_codebooks;
   const auto q = Gaussian(1, dim, 6);
@@ -150,7 +198,7 @@ TEST(PartitionScan, GemmPathMatchesPerQueryKernels) {
       auto model = TrainIvfModel(x.data(), n, dim, metric, o);
       ASSERT_TRUE(model.ok());
       std::vector<uint8_t> codes(n * model->CodeSize());
-      EncodeVectors(*model, x.data(), n, codes.data());
+      ASSERT_TRUE(EncodeVectors(*model, x.data(), n, codes.data()).ok());
       PreparedQueries prepared(*model, queries.data(), nq);
       std::vector<uint32_t> ids(nq);
       for (uint32_t i = 0; i < nq; ++i) ids[i] = i;
