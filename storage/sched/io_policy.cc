@@ -32,6 +32,15 @@ bool IoPolicy::Cancel(uint64_t request_id) {
   return true;
 }
 
+std::vector<uint64_t> IoPolicy::CancelQuery(uint64_t query) {
+  std::vector<uint64_t> ids;
+  auto it = by_query_.find(query);
+  if (it == by_query_.end()) return ids;
+  for (const Key& key : it->second) ids.push_back(std::get<3>(key));
+  for (uint64_t id : ids) Cancel(id);  // the last one erases `it`
+  return ids;
+}
+
 bool IoPolicy::MayStart(const IoRequest& head) const {
   return in_flight_.size() < limits_.max_requests_in_flight &&
          bytes_in_flight_ + head.length <= limits_.max_bytes_in_flight;

@@ -28,16 +28,16 @@
 namespace shoal::storage {
 
 struct IoLimits {
-  uint32_t max_requests_in_flight = 64;        // io.queue_depth
+  uint32_t max_requests_in_flight = 64;         // io.queue_depth
   uint64_t max_bytes_in_flight = 256ull << 20;  // io.max_inflight_bytes
-  uint32_t max_request_bytes = 16u << 20;      // io.max_request_bytes (coalescing cap)
+  uint32_t max_request_bytes = 16u << 20;       // io.max_request_bytes (coalescing cap)
 };
 
 using IoClock = std::chrono::steady_clock;
 
 struct IoRequest {
-  uint64_t id = 0;     // unique, chosen by the caller
-  uint64_t file = 0;   // caller's file handle
+  uint64_t id = 0;    // unique, chosen by the caller
+  uint64_t file = 0;  // caller's file handle
   uint64_t offset = 0;
   uint32_t length = 0;
   uint64_t query = 0;  // the query that wants it; smaller = arrived earlier
@@ -61,6 +61,8 @@ class IoPolicy {
   void Enqueue(const IoRequest& request);
   // Drops a queued request; false if it is unknown or already submitted.
   bool Cancel(uint64_t request_id);
+  // Drops every queued request of `query`; returns their ids. Submitted ones are untouched.
+  std::vector<uint64_t> CancelQuery(uint64_t query);
 
   // Takes the requests that may start now, coalesced. Queued requests whose deadline is at or
   // before `now` are removed and appended to `expired`.
@@ -84,12 +86,12 @@ class IoPolicy {
 
   const IoLimits limits_;
   std::map<Key, IoRequest> queue_;
-  std::unordered_map<uint64_t, Key> key_of_;                    // request id -> key
+  std::unordered_map<uint64_t, Key> key_of_;  // request id -> key
   // file -> (offset, request id): finds adjacent ranges for coalescing.
   std::map<uint64_t, std::set<std::pair<uint64_t, uint64_t>>> by_offset_;
   std::map<uint64_t, std::set<Key>> by_query_;  // query -> its queued requests, best first
   std::unordered_map<uint64_t, uint32_t> in_flight_per_query_;
-  std::unordered_map<uint64_t, IoSubmission> in_flight_;        // submission id -> submission
+  std::unordered_map<uint64_t, IoSubmission> in_flight_;  // submission id -> submission
   uint64_t bytes_in_flight_ = 0;
   uint64_t next_submission_ = 1;
   uint64_t forced_in_flight_ = 0;  // the over-budget submission in flight, 0 = none

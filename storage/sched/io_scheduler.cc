@@ -42,9 +42,8 @@ IoScheduler::IoScheduler(IoSchedulerOptions options)
 IoScheduler::~IoScheduler() {
   std::vector<ReadCallback> cancelled;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    // From here no completion submits more reads, so none touches backend_ while it is reset
-    // below (TSan: a completion thread read backend_ as the destructor cleared it).
+    absl::MutexLock lock(&mu_);
+    // From here nothing is dispatched, so no completion submits more reads.
     closing_ = true;
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second->in_flight) {
@@ -58,7 +57,15 @@ IoScheduler::~IoScheduler() {
     }
   }
   for (ReadCallback& cb : cancelled) std::move(cb)(absl::CancelledError("I/O scheduler closing"));
-  backend_.reset();  // waits for reads in flight; their callbacks run
+  {
+    // A completion that dispatched before closing_ may still be inside backend_->Submit() (or
+    // about to enter it): the backend must outlive that call. (ASan: a uring completion thread
+    // called Submit on backend_ as reset() below cleared it.)
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &IoScheduler::NoSubmitters));
+  }
+  backend_.reset();  // waits for reads in flight; their callbacks run and submit nothing
+  absl::MutexLock lock(&mu_);
   for (auto& [id, file] : files_) ::close(file.fd);
 }
 
@@ -76,14 +83,14 @@ absl::StatusOr<uint64_t> IoScheduler::OpenFile(const std::string& path, ReadMode
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return absl::NotFoundError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const uint64_t id = next_file_++;
   files_[id] = {fd, direct};
   return id;
 }
 
 void IoScheduler::CloseFile(uint64_t file) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = files_.find(file);
   if (it == files_.end()) return;
   ::close(it->second.fd);
@@ -91,7 +98,7 @@ void IoScheduler::CloseFile(uint64_t file) {
 }
 
 bool IoScheduler::is_direct(uint64_t file) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = files_.find(file);
   return it != files_.end() && it->second.direct;
 }
@@ -101,7 +108,7 @@ uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
   std::vector<std::function<void()>> answers;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     id = next_id_++;
     if (!files_.count(request.file)) {
       auto cb = std::make_shared<ReadCallback>(std::move(callback));
@@ -118,15 +125,21 @@ uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
       DispatchLocked(&reads, &answers);
     }
   }
-  if (!reads.empty()) backend_->Submit(std::move(reads));
+  if (!reads.empty()) Submit(std::move(reads));
   for (auto& answer : answers) answer();
   return id;
+}
+
+void IoScheduler::Submit(std::vector<IoRead> reads) {
+  backend_->Submit(std::move(reads));
+  absl::MutexLock lock(&mu_);
+  --submitting_;
 }
 
 void IoScheduler::Cancel(uint64_t id) {
   ReadCallback callback;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
     if (it->second->in_flight) {
@@ -139,6 +152,27 @@ void IoScheduler::Cancel(uint64_t id) {
     ++stats_.cancelled;
   }
   std::move(callback)(absl::CancelledError("read cancelled"));
+}
+
+void IoScheduler::CancelQuery(uint64_t query) {
+  std::vector<ReadCallback> cancelled;
+  std::vector<IoRead> reads;
+  std::vector<std::function<void()>> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t id : policy_.CancelQuery(query)) {
+      auto node = pending_.extract(id);
+      cancelled.push_back(std::move(node.mapped()->callback));
+      ++stats_.cancelled;
+    }
+    // The oldest query may have changed: its next read may now start over budget (I-4).
+    if (!cancelled.empty()) DispatchLocked(&reads, &answers);
+  }
+  if (!reads.empty()) Submit(std::move(reads));
+  for (ReadCallback& cb : cancelled) {
+    std::move(cb)(absl::CancelledError("read cancelled: its query stopped"));
+  }
+  for (auto& answer : answers) answer();
 }
 
 void IoScheduler::DispatchLocked(std::vector<IoRead>* reads,
@@ -174,13 +208,14 @@ void IoScheduler::DispatchLocked(std::vector<IoRead>* reads,
     ++stats_.submissions;
     flights_.emplace(sub.id, Flight{std::move(sub), std::move(buffer), begin, now});
   }
+  if (!reads->empty()) ++submitting_;
 }
 
 void IoScheduler::OnComplete(IoResult result) {
   std::vector<IoRead> reads;
   std::vector<std::function<void()>> answers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto node = flights_.extract(result.tag);
     Flight& flight = node.mapped();
     policy_.Complete(result.tag);
@@ -211,18 +246,23 @@ void IoScheduler::OnComplete(IoResult result) {
     }
     DispatchLocked(&reads, &answers);
   }
-  if (!reads.empty()) backend_->Submit(std::move(reads));
+  if (!reads.empty()) Submit(std::move(reads));
   for (auto& answer : answers) answer();
 }
 
 IoSchedulerStats IoScheduler::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stats_;
 }
 
 size_t IoScheduler::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return pending_.size();
+}
+
+size_t IoScheduler::queued() const {
+  absl::MutexLock lock(&mu_);
+  return policy_.queued();
 }
 
 }  // namespace shoal::storage

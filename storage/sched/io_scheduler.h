@@ -10,19 +10,22 @@
 // internally, callers see exactly their range. Coalesced reads share one pooled buffer; a
 // ReadResult keeps its part alive.
 //
-// Thread-safety: every method is thread-safe. The destructor waits for reads in flight and
-// answers queued ones with CANCELLED.
+// Thread-safety: every method is thread-safe. The destructor answers queued reads with
+// CANCELLED, waits until no thread is handing reads to the backend (a completion that arrived
+// just before may still be submitting: it must finish before the backend goes), then destroys
+// the backend, which waits for reads in flight; their completions submit nothing more.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_backend.h"
 #include "storage/sched/io_policy.h"
@@ -39,7 +42,7 @@ struct ReadRequest {
   uint64_t file = 0;  // from OpenFile()
   uint64_t offset = 0;
   uint32_t length = 0;
-  uint64_t query = 0;  // smaller = older; the oldest query always progresses (I-4)
+  uint64_t query = 0;  // smaller = older; the oldest query always progresses (I-4); CancelQuery
   uint32_t rank = 0;   // partition rank within the query, 0 = nearest
   IoClock::time_point deadline = IoClock::time_point::max();
 };
@@ -88,41 +91,56 @@ class IoScheduler {
   // A queued read is dropped and answered CANCELLED; an in-flight one completes and is answered
   // CANCELLED (its bytes discarded). No-op for an unknown or finished id.
   void Cancel(uint64_t id);
+  // Every read of `query` (ReadRequest::query) still queued is dropped and answered CANCELLED,
+  // on the calling thread; its reads in flight complete normally (their bytes may serve other
+  // queries through the partition cache). Called when a query is cancelled or expires.
+  void CancelQuery(uint64_t query);
 
   std::string_view backend_name() const { return backend_->name(); }
   IoSchedulerStats stats() const;
   size_t pending() const;  // queued + in flight
+  size_t queued() const;   // waiting for the policy to submit them
 
  private:
   struct Pending;
   explicit IoScheduler(IoSchedulerOptions options);
   void OnComplete(IoResult result);
   // REQUIRES: mu_ held. Moves what the policy allows into `reads`; answers expired requests.
-  void DispatchLocked(std::vector<IoRead>* reads, std::vector<std::function<void()>>* answers);
+  // Counts a submitter when it returns reads: the caller must pass them to Submit().
+  void DispatchLocked(std::vector<IoRead>* reads, std::vector<std::function<void()>>* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands reads from DispatchLocked to the backend, without mu_ held.
+  void Submit(std::vector<IoRead> reads) ABSL_LOCKS_EXCLUDED(mu_);
+  bool NoSubmitters() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submitting_ == 0; }
 
   const IoSchedulerOptions options_;
   std::shared_ptr<BufferPool> pool_;
+  // Set once by Create(); destroyed only after closing_ is set and submitting_ is zero, so no
+  // completion ever reads it while it is being reset.
   std::unique_ptr<IoBackend> backend_;
 
-  mutable std::mutex mu_;
-  bool closing_ = false;  // guarded by mu_: the destructor runs, nothing more is submitted
-  IoPolicy policy_;                                                 // guarded by mu_
-  std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  // The destructor runs: nothing more is dispatched, so nothing more is submitted.
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // Threads between DispatchLocked() and the end of their backend_->Submit().
+  int submitting_ ABSL_GUARDED_BY(mu_) = 0;
+  IoPolicy policy_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
   struct Flight {
     IoSubmission submission;
     std::shared_ptr<AlignedBuffer> buffer;
     uint64_t aligned_offset;
     IoClock::time_point submitted;
   };
-  std::unordered_map<uint64_t, Flight> flights_;  // guarded by mu_
+  std::unordered_map<uint64_t, Flight> flights_ ABSL_GUARDED_BY(mu_);
   struct File {
     int fd;
     bool direct;
   };
-  std::unordered_map<uint64_t, File> files_;  // guarded by mu_
-  uint64_t next_id_ = 1;                      // guarded by mu_
-  uint64_t next_file_ = 1;                    // guarded by mu_
-  IoSchedulerStats stats_;                    // guarded by mu_
+  std::unordered_map<uint64_t, File> files_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_file_ ABSL_GUARDED_BY(mu_) = 1;
+  IoSchedulerStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::storage
