@@ -4,8 +4,12 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <exception>
 #include <mutex>
+#include <new>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "core/index/distance.h"
 #include "core/index/partition_scan.h"
@@ -77,6 +81,8 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     for (size_t q = 0; q < req_.num_queries; ++q) candidates_.emplace_back(candidates_per_query_);
   }
 
+  const std::shared_ptr<const CancelToken>& cancel_token() const { return req_.cancel; }
+
   void Submit(void (IvfSearchJob::*method)()) {
     executor_.Submit([self = shared_from_this(), method] { ((*self).*method)(); });
   }
@@ -95,6 +101,18 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       std::lock_guard<std::mutex> lock(mu_);
       for (QueryStats& s : stats_) s.cpu_us += route_us / std::max<size_t>(1, req_.num_queries);
       routed_ = true;
+    }
+    Progress();
+  }
+
+  // The request's token was cancelled (called on the cancelling thread): fail the job, take its
+  // queued reads out of the I/O queue, and finish once what is in flight has answered.
+  void Abort() {
+    absl::Status status = CheckCancel();
+    if (status.ok()) status = absl::CancelledError("request cancelled");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      FailLocked(std::move(status));
     }
     Progress();
   }
@@ -187,9 +205,11 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     std::vector<ReadyItem> dropped;
     size_t tasks = 0;
     bool stage_done = false;
+    bool cancel_sources = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!routed_) return;
+      if (!routed_) return;  // nothing fetched yet; Route calls Progress when it is done
+      cancel_sources = std::exchange(cancel_sources_, false);
       if (failed_) {
         scanned_ += ready_.size();
         for (ReadyItem& item : ready_) {
@@ -222,11 +242,15 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       }
     }
     dropped.clear();  // unpin outside the lock
+    CancelSourcesIf(cancel_sources);
     for (size_t w : fetches) StartFetch(w);
     if (!fetches.empty()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         --issuing_;
+        // Failed while these were being issued: they may have queued after the sources were
+        // told, so tell them again (idempotent).
+        if (failed_) cancel_sources_ = true;
       }
       return Progress();  // now schedule tasks for whatever the fetches answered inline
     }
@@ -265,9 +289,21 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     if (progress) Progress();
   }
 
+  // REQUIRES: mu_ held. The first failure wins; it also asks for the sources to drop this
+  // query's queued reads (done outside the lock by Progress or Refine).
   void FailLocked(absl::Status status) {
-    if (!failed_) error_ = std::move(status);
+    if (!failed_) {
+      error_ = std::move(status);
+      cancel_sources_ = true;
+    }
     failed_ = true;
+  }
+
+  // Takes this query's queued reads out of every segment's I/O queue; they answer CANCELLED
+  // (on this thread) and the job drops them. REQUIRES: mu_ not held.
+  void CancelSourcesIf(bool cancel) {
+    if (!cancel) return;
+    for (const IvfSegmentRef& s : req_.segments) s.source->CancelQuery(query_seq_);
   }
 
   // A scan task: takes a share of what is ready (1..K partitions, <= B bytes), scans, merges.
@@ -290,7 +326,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     absl::Status status;
     for (ReadyItem& item : batch) {
       if (status.ok()) status = CheckCancel();
-      if (status.ok()) ScanItem(item, &results);
+      if (status.ok()) status = ScanItemCatching(item, &results);
       item.data.pin.reset();  // unpin as soon as the partition is scanned
     }
     {
@@ -317,6 +353,19 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     to->queue_us += from.queue_us;
     to->io_us += from.io_us;
     to->cpu_us += from.cpu_us;
+  }
+
+  // Scratch grows with queries x partition rows: an allocation failure fails the request, it
+  // must not escape the task (the job would never finish).
+  absl::Status ScanItemCatching(const ReadyItem& item, TaskResults* results) {
+    try {
+      ScanItem(item, results);
+      return absl::OkStatus();
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError("out of memory scanning a partition");
+    } catch (const std::exception& e) {
+      return absl::InternalError(std::string("scanning a partition failed: ") + e.what());
+    }
   }
 
   void ScanItem(const ReadyItem& item, TaskResults* results) {
@@ -434,6 +483,12 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
             });
           });
     }
+    bool cancel;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancel = failed_;  // cancelled while issuing: the reads above may be queued
+    }
+    CancelSourcesIf(cancel);
   }
 
   void Refine(const std::vector<std::pair<uint32_t, Candidate>>& owners,
@@ -455,10 +510,11 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       }
     }
     const uint64_t cpu_us = MicrosSince(start);
-    bool last;
+    bool last, cancel_sources;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!status.ok()) FailLocked(std::move(status));
+      cancel_sources = std::exchange(cancel_sources_, false);
       for (const auto& [q, c] : exact) {
         refined_[q].Push(c.key, c.id);
         stats_[q].bytes_read += req_.dim * sizeof(float);
@@ -466,6 +522,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       }
       last = --refine_reads_ == 0;
     }
+    CancelSourcesIf(cancel_sources);
     if (last) RefineDone();
   }
 
@@ -512,6 +569,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   bool routed_ = false;                    // guarded by mu_
   bool failed_ = false;                    // guarded by mu_
   bool finishing_ = false;                 // guarded by mu_
+  bool cancel_sources_ = false;            // guarded by mu_: failed, sources not yet told
   absl::Status error_;                     // guarded by mu_
   size_t next_fetch_ = 0;                  // guarded by mu_
   size_t fetches_in_flight_ = 0;           // guarded by mu_
@@ -538,6 +596,12 @@ thread_local PartitionScratch IvfSearchJob::scratch_;
 
 void IvfSearch(Executor& executor, IvfSearchRequest request, SearchDone done) {
   auto job = std::make_shared<IvfSearchJob>(executor, std::move(request), std::move(done));
+  if (const std::shared_ptr<const CancelToken>& token = job->cancel_token()) {
+    // A query waiting for reads runs no task that could notice the cancellation: be told.
+    token->OnCancel([weak = std::weak_ptr<IvfSearchJob>(job)] {
+      if (auto j = weak.lock()) j->Abort();
+    });
+  }
   job->Submit(&IvfSearchJob::Route);
 }
 

@@ -4,7 +4,8 @@
 // release in any order they like.
 //
 // Contract: every call answers exactly once, with data or an error, on any thread — possibly
-// inline, before the call returns. Callbacks must not block (they run on the I/O thread).
+// inline, before the call returns (CancelQuery's answers run on the caller's thread). Callbacks
+// must not block (they run on the I/O thread).
 //
 // Thread-safety: implementations are thread-safe.
 #pragma once
@@ -60,6 +61,11 @@ class PartitionSource {
   virtual void Fetch(const PartitionFetch& fetch, FetchDone done) = 0;
   // Full-precision vectors of `rows` (refine for SQ8/PQ segments).
   virtual void ReadRaw(std::vector<RowRef> rows, const PartitionFetch& priority, RawDone done) = 0;
+
+  // The query `query_seq` stopped (cancelled, expired or failed): its fetches and raw reads
+  // that have not reached the disk yet may answer now, with CANCELLED, instead of waiting for
+  // their turn. Other queries' fetches must not fail because of it. Default: nothing.
+  virtual void CancelQuery(uint64_t /*query_seq*/) {}
 };
 
 }  // namespace shoal::core

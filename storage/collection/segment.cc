@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cstring>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/status.h"
 #include "storage/collection/segment_writer.h"
 #include "storage/format/coding.h"
@@ -12,8 +14,17 @@
 namespace shoal::storage {
 namespace {
 std::atomic<uint64_t> g_next_cache_id{1};
+
+// Retries of a fetch whose shared cache load another query's cancellation or deadline ended.
+// Each retry needs yet another query to stop first, so this only bounds a pathological chain.
+constexpr int kMaxSharedLoadRetries = 8;
+
+// A shared load failed because of the query that started it, not because of this fetch.
+bool StoppedByAnotherQuery(const absl::Status& status, const core::PartitionFetch& fetch) {
+  if (!absl::IsCancelled(status) && !absl::IsDeadlineExceeded(status)) return false;
+  return !fetch.cancel || fetch.cancel->Check().ok();
+}
 }  // namespace
-namespace {}  // namespace
 
 Segment::Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
                  PartitionCache* cache)
@@ -181,6 +192,10 @@ void Segment::ReadPartition(uint32_t partition, const core::PartitionFetch& fetc
 }
 
 void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
+  FetchAttempt(fetch, std::move(done), 0);
+}
+
+void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt) {
   if (fetch.cancel) {
     if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
   }
@@ -210,7 +225,7 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
   cache_->Get(PartitionKey{cache_id_, partition}, e.length, PartitionCache::Admission::kIfRoom,
               std::move(loader),
               [self = shared_from_this(), partition, fetch, timing, to_data, length = e.length,
-               done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
+               attempt, done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
                 if (handle.status().code() == absl::StatusCode::kResourceExhausted) {
                   // No room next to what is pinned: read it for this query only.
                   return self->ReadPartition(
@@ -224,6 +239,10 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
                         data.io_us = r->kernel_us;
                         std::move(done)(std::move(data));
                       });
+                }
+                if (!handle.ok() && attempt < kMaxSharedLoadRetries &&
+                    StoppedByAnotherQuery(handle.status(), fetch)) {
+                  return self->FetchAttempt(fetch, std::move(done), attempt + 1);
                 }
                 if (!handle.ok()) return std::move(done)(handle.status());
                 auto pinned = std::make_shared<PartitionHandle>(*std::move(handle));
@@ -239,20 +258,24 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
 
 void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
                       RawDone done) {
+  if (priority.cancel) {
+    if (absl::Status s = priority.cancel->Check(); !s.ok()) return std::move(done)(s);
+  }
   struct State {
-    std::mutex mu;
-    core::RawRows out;
-    size_t remaining = 0;
-    absl::Status error;
+    absl::Mutex mu;
+    core::RawRows out ABSL_GUARDED_BY(mu);
+    size_t remaining ABSL_GUARDED_BY(mu) = 0;
+    absl::Status error ABSL_GUARDED_BY(mu);
     RawDone done;
   };
   const size_t dim = meta_.model.dim, bytes = dim * sizeof(float);
   auto state = std::make_shared<State>();
-  state->out.vectors.resize(rows.size() * dim);
   state->done = std::move(done);
   // Rows in the page cache are copied here and now (never blocking); the rest are read
   // asynchronously through the scheduler.
   std::vector<size_t> missing;
+  absl::ReleasableMutexLock lock(&state->mu);  // uncontended: no read is issued yet
+  state->out.vectors.resize(rows.size() * dim);
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint64_t offset = RawLocation(rows[i].partition, rows[i].row).second;
     if (raw_ && raw_->ReadIfCached(offset, bytes,
@@ -263,7 +286,12 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
     }
   }
   state->remaining = missing.size();
-  if (missing.empty()) return std::move(state->done)(std::move(state->out));
+  if (missing.empty()) {
+    core::RawRows out = std::move(state->out);
+    lock.Release();
+    return std::move(state->done)(std::move(out));
+  }
+  lock.Release();
   for (size_t i : missing) {
     const auto [file, offset] = RawLocation(rows[i].partition, rows[i].row);
     ReadRequest r;
@@ -275,9 +303,10 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
     if (priority.cancel) r.deadline = priority.cancel->deadline();
     scheduler_->Read(
         r, [self = shared_from_this(), state, i, dim, bytes](absl::StatusOr<ReadResult> result) {
-          bool last;
+          absl::Status error;
+          core::RawRows out;
           {
-            std::lock_guard<std::mutex> lock(state->mu);
+            absl::MutexLock lock(&state->mu);
             if (!result.ok()) {
               if (state->error.ok()) state->error = result.status();
             } else if (result->size != bytes) {
@@ -286,11 +315,12 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
               std::memcpy(state->out.vectors.data() + i * dim, result->data, bytes);
               state->out.bytes_read += bytes;
             }
-            last = --state->remaining == 0;
+            if (--state->remaining != 0) return;
+            error = state->error;
+            out = std::move(state->out);
           }
-          if (!last) return;
-          if (!state->error.ok()) return std::move(state->done)(state->error);
-          std::move(state->done)(std::move(state->out));
+          if (!error.ok()) return std::move(state->done)(std::move(error));
+          std::move(state->done)(std::move(out));
         });
   }
 }

@@ -8,6 +8,12 @@
 // pinned-bytes budget bounds them (I-4: a full cache never stops a query). ReadRaw() reads
 // single rows' full-precision vectors for refine.
 //
+// Cancellation: reads carry the query's sequence number, and CancelQuery() takes the query's
+// queued reads out of the IoScheduler. A cached load is shared by every query that asks for the
+// partition while it loads, but carries the id of the query that started it: when that query
+// is cancelled (or its deadline passes first), the queries still waiting retry with a read of
+// their own instead of failing with it.
+//
 // Open() also loads each row's location (for Get) and the rows' attributes into memory.
 //
 // Thread-safety: every method is thread-safe. Reads in flight keep the Segment alive.
@@ -56,6 +62,7 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   void Fetch(const core::PartitionFetch& fetch, FetchDone done) override;
   void ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
                RawDone done) override;
+  void CancelQuery(uint64_t query_seq) override { scheduler_->CancelQuery(query_seq); }
 
  private:
   struct Location {
@@ -67,6 +74,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
           PartitionCache* cache);
   absl::Status LoadIndex(FileSystem* fs);
+  // Fetch(), after `attempt` shared loads failed because the query that started them stopped.
+  void FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt);
   // Reads and checks one partition through the scheduler.
   void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done);
   // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).

@@ -7,8 +7,9 @@
 // the backend while another thread acts. The decorator records any call that touches it after
 // its destruction began (`late_calls`), which a correct scheduler never makes.
 //
-// Destruction: the real backend goes first (it waits for its reads), then every held
-// completion is delivered, as a real backend's destructor runs the callbacks of its reads.
+// Destruction: waits for any thread inside ReleaseAll() (as a real backend joins its completion
+// thread), destroys the real backend (it waits for its reads), then delivers every held
+// completion, as a real backend's destructor runs the callbacks of its reads.
 //
 // Thread-safety: as the wrapped backend; Release*/Wait* are thread-safe.
 #pragma once
@@ -34,6 +35,7 @@ class HeldIoBackend final : public storage::IoBackend {
     // Gate: while set, Submit() waits in `gate` before passing reads on.
     std::function<void()> gate ABSL_GUARDED_BY(mu);
     int at_gate ABSL_GUARDED_BY(mu) = 0;
+    int releasing ABSL_GUARDED_BY(mu) = 0;  // threads inside ReleaseAll()
     std::atomic<int> late_calls{0};
   };
 
@@ -58,6 +60,10 @@ class HeldIoBackend final : public storage::IoBackend {
       absl::MutexLock lock(&state_->mu);
       state_->destroying = true;
       if (state_->at_gate > 0) state_->late_calls++;  // destroyed under a running Submit
+      // A real backend joins its completion thread; the test's releasing thread stands in.
+      State* s = state_.get();
+      auto idle = [s]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->releasing == 0; };
+      state_->mu.Await(absl::Condition(&idle));
     }
     real_.reset();
     for (;;) {
@@ -116,12 +122,19 @@ class HeldIoBackend final : public storage::IoBackend {
 
   // Delivers every held completion on the calling thread; returns how many.
   int ReleaseAll() {
+    {
+      absl::MutexLock lock(&state_->mu);
+      ++state_->releasing;
+    }
     int n = 0;
     for (;;) {
       storage::IoResult r;
       {
         absl::MutexLock lock(&state_->mu);
-        if (state_->held.empty()) return n;
+        if (state_->held.empty()) {
+          --state_->releasing;
+          return n;
+        }
         r = std::move(state_->held.front());
         state_->held.pop_front();
       }
