@@ -18,6 +18,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
@@ -121,7 +122,10 @@ class HeldIoBackend final : public storage::IoBackend {
   }
 
   // Delivers every held completion on the calling thread; returns how many.
-  int ReleaseAll() {
+  int ReleaseAll() { return Release(std::numeric_limits<int>::max()); }
+
+  // Delivers up to `max` held completions, oldest first, on the calling thread.
+  int Release(int max) {
     {
       absl::MutexLock lock(&state_->mu);
       ++state_->releasing;
@@ -131,7 +135,7 @@ class HeldIoBackend final : public storage::IoBackend {
       storage::IoResult r;
       {
         absl::MutexLock lock(&state_->mu);
-        if (state_->held.empty()) {
+        if (state_->held.empty() || n == max) {
           --state_->releasing;
           return n;
         }

@@ -454,5 +454,44 @@ TEST(ServerIo, TheIoBackendCanBeForcedAndIsExported) {
   EXPECT_THAT(std::string(buf, n), HasSubstr("io.backend"));
 }
 
+// 8-bit PQ cannot train on 100 rows (FAISS throws; before, the throw ended shoald in
+// std::terminate from the arena task). BuildIndex answers FAILED_PRECONDITION naming the
+// minimum, the server stays up, the collection stays exactly searchable, and it builds once it
+// has enough rows.
+TEST_F(ServerTest, IvfPqBuildOnTooFewRowsIsFailedPreconditionAndTheCollectionStaysExact) {
+  ASSERT_TRUE(client_->CreateCollection({"pq", 8, Metric::kL2, {IndexType::kIvfPq, 0, 4}}).ok());
+  std::vector<Point> points = Grid(0, 100, 8);
+  for (Point& p : points) p.vector[0] = float(p.id);  // every vector distinct
+  ASSERT_TRUE(client_->Upsert("pq", points).ok());
+  auto built = client_->BuildIndex("pq");
+  ExpectError(built.status(), absl::StatusCode::kFailedPrecondition, "at least 256 rows");
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("IVF_PQ"));
+  auto health = client_->Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, HealthStatus::kServing);
+  auto info = client_->DescribeCollection("pq");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->num_vectors, 100u);
+  EXPECT_NE(info->index_state, "ready");
+  for (uint64_t id : {0u, 42u, 99u}) {
+    auto hit = client_->Search("pq", points[id].vector, {.k = 3});
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    ASSERT_EQ(hit->hits.size(), 3u);
+    EXPECT_EQ(hit->hits[0].id, id);
+    EXPECT_EQ(hit->hits[0].distance, 0.0f);
+  }
+  // With enough rows the same collection builds.
+  std::vector<Point> more = Grid(100, 200, 8);
+  for (Point& p : more) p.vector[0] = float(p.id);
+  ASSERT_TRUE(client_->Upsert("pq", more).ok());
+  built = client_->BuildIndex("pq");
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_THAT(*built, HasSubstr("built IVF_PQ over 300 vectors"));
+  auto hit = client_->Search("pq", points[42].vector, {.k = 1, .nprobe = 64, .refine_factor = 10});
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  ASSERT_EQ(hit->hits.size(), 1u);
+  EXPECT_EQ(hit->hits[0].id, 42u);
+}
+
 }  // namespace
 }  // namespace shoal

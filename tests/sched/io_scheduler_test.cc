@@ -249,7 +249,7 @@ TEST_P(IoSchedulerTest, ACompletionSubmittingDuringDestructionFinishesBeforeTheB
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
-  std::thread completion([&] { EXPECT_EQ(held->ReleaseAll(), 1); });
+  std::thread completion([&] { EXPECT_EQ(held->Release(1), 1); });
   held->WaitAtGate();
   std::thread destroy([&] { s.reset(); });
   destroy.join();
