@@ -1,11 +1,11 @@
 #include "core/index/ivf_search.h"
 
-#include <condition_variable>
 #include <future>
 #include <random>
 #include <set>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "core/exec/tbb_executor.h"
 #include "core/index/distance.h"
 #include "gtest/gtest.h"
@@ -111,23 +111,30 @@ absl::StatusOr<std::vector<QueryResult>> RunSync(Executor& executor, IvfSearchRe
 
 // Counts answers of many concurrent searches.
 struct Answers {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<absl::StatusOr<std::vector<QueryResult>>> results;
-  size_t answered = 0;
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<std::vector<QueryResult>>> results ABSL_GUARDED_BY(mu);
+  size_t answered ABSL_GUARDED_BY(mu) = 0;
 
   explicit Answers(size_t n) : results(n, absl::UnknownError("no answer")) {}
   SearchDone Callback(size_t i) {
     return [this, i](absl::StatusOr<std::vector<QueryResult>> r) {
-      std::lock_guard<std::mutex> lock(mu);
+      absl::MutexLock lock(&mu);
       results[i] = std::move(r);
       ++answered;
-      cv.notify_all();
     };
   }
   bool AllAnswered() {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     return answered == results.size();
+  }
+  absl::StatusOr<std::vector<QueryResult>> Result(size_t i) {
+    absl::MutexLock lock(&mu);
+    return results[i];
+  }
+  void WaitFor(size_t n) {
+    absl::MutexLock lock(&mu);
+    auto enough = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return answered >= n; };
+    mu.Await(absl::Condition(&enough));
   }
 };
 
@@ -283,8 +290,8 @@ TEST(IvfSearchDeadlock, OneThreadHeldCompletionsInAdversarialOrder) {
     if (source->ReleaseSome(1 + rng() % 8, rng) == 0) std::this_thread::yield();
   }
   for (size_t i = 0; i < num; ++i) {
-    ASSERT_TRUE(answers.results[i].ok()) << i << ": " << answers.results[i].status();
-    EXPECT_EQ(Ids((*answers.results[i])[0]), Exact(data, &queries[i * data.dim], 10, Metric::kL2))
+    ASSERT_TRUE(answers.Result(i).ok()) << i << ": " << answers.Result(i).status();
+    EXPECT_EQ(Ids((*answers.Result(i))[0]), Exact(data, &queries[i * data.dim], 10, Metric::kL2))
         << i;
   }
   executor.WaitIdle();
@@ -325,16 +332,16 @@ TEST(IvfSearchDeadlock, RandomCancellationsAndDeadlinesAllEnd) {
   }
   size_t ok = 0;
   for (size_t i = 0; i < num; ++i) {
-    const absl::StatusCode code = answers.results[i].status().code();
+    const absl::StatusCode code = answers.Result(i).status().code();
     ASSERT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kCancelled ||
                 code == absl::StatusCode::kDeadlineExceeded)
-        << i << ": " << answers.results[i].status();
+        << i << ": " << answers.Result(i).status();
     if (i % 3 == 0) {
       EXPECT_EQ(code, absl::StatusCode::kOk) << i;
     }
     if (code != absl::StatusCode::kOk) continue;
     ++ok;
-    EXPECT_EQ(Ids((*answers.results[i])[0]), Exact(data, &queries[i * data.dim], 10, Metric::kL2));
+    EXPECT_EQ(Ids((*answers.Result(i))[0]), Exact(data, &queries[i * data.dim], 10, Metric::kL2));
   }
   EXPECT_GE(ok, (num + 2) / 3);
   executor.WaitIdle();
@@ -363,11 +370,8 @@ TEST(IvfSearchDeadlock, SourceNeedingTheArenaToAnswerNeverDeadlocks) {
     r.refine_factor = 4;
     IvfSearch(executor, std::move(r), answers.Callback(i));
   }
-  {
-    std::unique_lock<std::mutex> lock(answers.mu);
-    answers.cv.wait(lock, [&] { return answers.answered == num; });
-  }
-  for (size_t i = 0; i < num; ++i) ASSERT_TRUE(answers.results[i].ok()) << i;
+  answers.WaitFor(num);
+  for (size_t i = 0; i < num; ++i) ASSERT_TRUE(answers.Result(i).ok()) << i;
 
   // A task that fetches and then blocks for the answer (the production engine's
   // recv-in-a-pool-task loop). With one arena thread the answer's task cannot run.

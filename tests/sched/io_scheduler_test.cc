@@ -1,6 +1,5 @@
 #include "storage/sched/io_scheduler.h"
 
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -25,17 +24,16 @@ std::string MakeFile(const std::string& path, size_t size, uint32_t seed = 1) {
 
 // Counts answers and lets the test wait for all of them.
 struct Answers {
-  std::mutex mu;
-  std::condition_variable cv;
-  int count = 0;
+  absl::Mutex mu;
+  int count ABSL_GUARDED_BY(mu) = 0;
   void Done() {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     ++count;
-    cv.notify_all();
   }
   void WaitFor(int n) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return count >= n; });
+    absl::MutexLock lock(&mu);
+    auto enough = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return count >= n; };
+    mu.Await(absl::Condition(&enough));
   }
 };
 
