@@ -6,6 +6,13 @@
 
 set(SHOAL_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
 
+# TSan builds: every executable gets tools/absl_tsan_annotations.cc, which makes Debian's
+# uninstrumented absl::Mutex visible to ThreadSanitizer (otherwise every guarded access races).
+set(SHOAL_TSAN_SRCS "")
+if(CMAKE_CXX_FLAGS MATCHES "sanitize=thread")
+  set(SHOAL_TSAN_SRCS ${PROJECT_SOURCE_DIR}/tools/absl_tsan_annotations.cc)
+endif()
+
 function(shoal_cc_library)
   cmake_parse_arguments(L "" "NAME" "SRCS;DEPS" ${ARGN})
   add_library(${L_NAME} STATIC ${L_SRCS})
@@ -16,14 +23,14 @@ endfunction()
 
 function(shoal_cc_binary)
   cmake_parse_arguments(B "" "NAME" "SRCS;DEPS" ${ARGN})
-  add_executable(${B_NAME} ${B_SRCS})
+  add_executable(${B_NAME} ${B_SRCS} ${SHOAL_TSAN_SRCS})
   target_compile_options(${B_NAME} PRIVATE ${SHOAL_WARNINGS})
   target_link_libraries(${B_NAME} PRIVATE ${B_DEPS})
 endfunction()
 
 function(shoal_cc_test)
   cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
-  add_executable(${T_NAME} ${T_SRCS})
+  add_executable(${T_NAME} ${T_SRCS} ${SHOAL_TSAN_SRCS})
   target_compile_options(${T_NAME} PRIVATE ${SHOAL_WARNINGS})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
