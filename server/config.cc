@@ -74,6 +74,15 @@ const std::vector<Field>& Fields() {
        "O_DIRECT reads where the filesystem allows"},
       {"cache.bytes", "SHOAL_CACHE_BYTES", "--cache-bytes", &Config::cache_bytes,
        "partition cache budget; 0 = 25% of RAM"},
+      {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
+       "--max-candidates-per-query", &Config::max_candidates_per_query,
+       "k * refine_factor of one query; more get INVALID_ARGUMENT"},
+      {"limits.max_request_bytes", "SHOAL_MAX_REQUEST_BYTES", "--max-request-bytes",
+       &Config::max_request_bytes,
+       "estimated memory of one Search or Get; more get RESOURCE_EXHAUSTED"},
+      {"limits.max_inflight_request_bytes", "SHOAL_MAX_INFLIGHT_REQUEST_BYTES",
+       "--max-inflight-request-bytes", &Config::max_inflight_request_bytes,
+       "estimated memory of every Search and Get running at once"},
       {"log.level", "SHOAL_LOG_LEVEL", "--log-level", &Config::log_level,
        "trace, debug, info, warn or error"},
       {"demo.enabled", "SHOAL_DEMO", "--demo", &Config::demo,
@@ -237,6 +246,12 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   if (loaded.config.search_batch_bytes < 1 || loaded.config.search_max_pinned_bytes < 1) {
     return absl::InvalidArgumentError(
         "search.batch_bytes / search.max_pinned_bytes_per_query: must be at least 1");
+  }
+  if (loaded.config.max_candidates_per_query < 1 || loaded.config.max_request_bytes < 1 ||
+      loaded.config.max_inflight_request_bytes < loaded.config.max_request_bytes) {
+    return absl::InvalidArgumentError(
+        "limits: max_candidates_per_query and max_request_bytes must be at least 1, and "
+        "max_inflight_request_bytes at least max_request_bytes");
   }
   if (loaded.config.max_inflight_searches < 1) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");

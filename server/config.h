@@ -67,6 +67,16 @@ struct Config {
   bool io_direct = true;
   // Partition cache budget in bytes; 0 = 25% of physical memory. Default: 0.
   int64_t cache_bytes = 0;
+  // What one request may make the server hold (DESIGN I-9), estimated from its fields before
+  // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
+  // INVALID_ARGUMENT. Default: 100000.
+  int64_t max_candidates_per_query = 100000;
+  // Working memory of one Search or Get (queries, candidates, per-segment tables, response);
+  // past it: RESOURCE_EXHAUSTED. Default: 256 MiB.
+  int64_t max_request_bytes = 256ll << 20;
+  // The same estimate summed over every Search and Get running at once; past it:
+  // RESOURCE_EXHAUSTED (retry with backoff). Default: 1 GiB.
+  int64_t max_inflight_request_bytes = 1ll << 30;
 
   // cache_bytes with 0 resolved against the machine.
   int64_t EffectiveCacheBytes() const;

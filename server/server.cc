@@ -14,6 +14,7 @@
 #include "server/demo_loader.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/raw_service.h"
 #include "server/shoal_service.h"
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/catalog.h"
@@ -30,6 +31,7 @@ struct Server::State {
   std::unique_ptr<core::TbbExecutor> cpu;
   std::unique_ptr<core::ThreadExecutor> admin;
   std::unique_ptr<ShoalService> service;
+  std::unique_ptr<RawShoalService> raw_service;  // what gRPC calls; forwards to `service`
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HttpServer> http;
   std::atomic<bool> ready{false};
@@ -79,7 +81,11 @@ absl::Status Server::Start() {
       ShoalService::Options{
           config_.api_key, config_.max_inflight_searches, uint32_t(config_.search_default_nprobe),
           size_t(config_.search_batch_partitions), uint64_t(config_.search_batch_bytes),
-          uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows)});
+          uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows),
+          RequestLimits{uint64_t(config_.max_candidates_per_query),
+                        uint64_t(config_.max_request_bytes), uint64_t(config_.max_message_bytes)},
+          uint64_t(config_.max_inflight_request_bytes)});
+  s.raw_service = std::make_unique<RawShoalService>(s.service.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -90,7 +96,7 @@ absl::Status Server::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(int(config_.max_message_bytes));
   builder.SetMaxSendMessageSize(int(config_.max_message_bytes));
-  builder.RegisterService(s.service.get());
+  builder.RegisterService(s.raw_service.get());
   s.grpc_server = builder.BuildAndStart();
   if (!s.grpc_server || s.grpc_port == 0) {
     return absl::UnavailableError(
@@ -176,6 +182,7 @@ void Server::Shutdown() {
     if (!closed.ok()) log->error("closing collections: {}", closed.ToString());
   }
   if (s.http) s.http->Stop();
+  s.raw_service.reset();
   s.service.reset();
   s.catalog.reset();  // segments close their files in the scheduler
   s.cache.reset();

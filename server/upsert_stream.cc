@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/shoal_service.h"
+#include "server/unary_reactor.h"
 #include "server/validation.h"
 #include "storage/format/wal_format.h"
 
@@ -23,11 +24,11 @@ constexpr int kMaxOutstanding = 4;
 // with mu_ released. After Finish() gRPC may run OnDone() (delete this) on another thread at
 // once, so nothing touches the reactor after calling it; and a WAL that refuses a write calls
 // back inline, which must not find mu_ held.
-class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertRequest> {
+class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   UpsertStreamReactor(ShoalService* service, grpc::CallbackServerContext* ctx,
-                      v1::UpsertResponse* resp)
-      : service_(service), resp_(resp), start_(std::chrono::steady_clock::now()) {
+                      grpc::ByteBuffer* wire_response)
+      : service_(service), wire_response_(wire_response), start_(std::chrono::steady_clock::now()) {
     service_->metrics()->RpcStarted();
     absl::Status admitted = service_->Admit(ctx);
     std::optional<grpc::Status> finish;
@@ -38,7 +39,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
         finish = MaybeFinishLocked();
       } else {
         reading_ = true;
-        StartRead(&request_);
+        StartRead(&raw_);
       }
     }
     if (finish) Finish(*finish);
@@ -85,8 +86,14 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   }
 
  private:
-  // Validates request_ and binds the stream to its collection on the first message.
+  // Parses and validates the message just read and binds the stream to its collection on the
+  // first one.
   absl::Status Accept() {
+    request_.Clear();
+    if (absl::Status parsed = ParseRaw(raw_, &request_); !parsed.ok()) {
+      return absl::Status(parsed.code(),
+                          absl::StrCat("message ", message_index_, ": ", parsed.message()));
+    }
     if (!collection_) {
       auto c = service_->Lookup(request_.collection(), "collection");
       if (!c.ok()) return c.status();
@@ -120,7 +127,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
 
   void ReadNextLocked() {
     reading_ = true;
-    StartRead(&request_);
+    StartRead(&raw_);
   }
 
   void FailLocked(const absl::Status& s) {
@@ -132,7 +139,14 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   std::optional<grpc::Status> MaybeFinishLocked() {
     if (finished_ || !input_done_ || outstanding_ > 0) return std::nullopt;
     finished_ = true;
-    if (error_.ok()) resp_->set_upserted(upserted_);
+    if (error_.ok()) {
+      v1::UpsertResponse response;
+      response.set_upserted(upserted_);
+      bool own_buffer = false;
+      grpc::Status s = grpc::SerializationTraits<v1::UpsertResponse>::Serialize(
+          response, wire_response_, &own_buffer);
+      if (!s.ok()) error_ = absl::InternalError("UpsertStream: the response does not serialise");
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     service_->metrics()->ObserveRpc("UpsertStream", int(error_.code()), seconds);
@@ -140,10 +154,11 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   }
 
   ShoalService* const service_;
-  v1::UpsertResponse* const resp_;
+  grpc::ByteBuffer* const wire_response_;
   const std::chrono::steady_clock::time_point start_;
 
-  std::mutex mu_;  // guards everything below
+  std::mutex mu_;         // guards everything below
+  grpc::ByteBuffer raw_;  // the message being read
   v1::UpsertRequest request_;
   std::shared_ptr<storage::Collection> collection_;
   bool reading_ = false;
@@ -157,8 +172,8 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::UpsertRequest>* ShoalService::UpsertStream(
-    grpc::CallbackServerContext* ctx, v1::UpsertResponse* resp) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ShoalService::UpsertStream(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   return new UpsertStreamReactor(this, ctx, resp);
 }
 
