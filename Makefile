@@ -68,14 +68,14 @@ test-asan: deps
 	$(call build_preset,asan)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
 # gRPC, protobuf and TBB from Debian are not built with TSan, so their internal
 # synchronisation is invisible to it; the suppressions file names those libraries only.
 test-tsan: deps
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
-	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
 # libFuzzer targets (clang, ASan+UBSan) over the on-disk decoders, the dataset readers and RPC
 # validation. Corpora live in build/fuzz/corpus so runs accumulate locally.
@@ -114,7 +114,7 @@ bench-quick: build
 
 coverage: deps
 	$(call build_preset,coverage)
-	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -LE recall
+	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -LE 'recall|release_only'
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25

@@ -5,6 +5,11 @@
 #   One GoogleTest binary registered with ctest through gtest_discover_tests.
 
 set(SHOAL_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
+# clang (the fuzz preset) checks abseil's thread-safety annotations: a member read without the
+# mutex its ABSL_GUARDED_BY names does not compile.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND SHOAL_WARNINGS -Wthread-safety)
+endif()
 
 function(shoal_cc_library)
   cmake_parse_arguments(L "" "NAME" "SRCS;DEPS" ${ARGN})
