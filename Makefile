@@ -77,11 +77,12 @@ test-tsan: deps
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
 	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
-# libFuzzer targets (clang, ASan+UBSan) over the on-disk decoders, the dataset readers and RPC
-# validation. Corpora live in build/fuzz/corpus so runs accumulate locally.
+# libFuzzer targets (clang, ASan+UBSan, -Wthread-safety) over the on-disk decoders, the dataset
+# readers, RPC validation and the whole service in-process (service_fuzz). Corpora live in
+# build/fuzz/corpus so runs accumulate locally.
 test-fuzz fuzz: deps
 	$(call build_preset,fuzz)
-	@for t in format_fuzz vector_reader_fuzz validation_fuzz; do \
+	@for t in format_fuzz vector_reader_fuzz validation_fuzz service_fuzz; do \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
