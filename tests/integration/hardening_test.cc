@@ -78,6 +78,23 @@ TEST_F(HardeningTest, BytesThatDoNotParseAreInvalidArgumentNamingTheMessage) {
   ExpectHealthy();
 }
 
+TEST_F(HardeningTest, AStreamMessageThatDoesNotParseIsInvalidArgumentNamingIt) {
+  v1::UpsertRequest good;
+  good.set_collection("c");
+  auto* p = good.add_points();
+  p->set_id(1000);
+  p->mutable_vector()->Resize(4, 1000.0f);
+  grpc::Status s = testing::RawStreamCall(*stub_, "UpsertStream",
+                                          {good.SerializeAsString(), std::string("\x0f\xff", 2)});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("message 1: request does not parse as "
+                                           "shoal.v1.UpsertRequest"));
+  // A stream of good messages still loads.
+  s = testing::RawStreamCall(*stub_, "UpsertStream", {good.SerializeAsString()});
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  ExpectHealthy();
+}
+
 TEST_F(HardeningTest, OnlyAMethodThatDoesNotExistIsUnimplemented) {
   grpc::Status s = RawCall(*stub_, "Explode", "");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);

@@ -54,4 +54,41 @@ inline grpc::Status RawCall(grpc::GenericStub& stub, const std::string& method,
   return status;
 }
 
+// A client-streaming call of /shoal.v1.Shoal/<method> with `messages` as the serialised
+// messages (e.g. UpsertStream).
+inline grpc::Status RawStreamCall(grpc::GenericStub& stub, const std::string& method,
+                                  const std::vector<std::string>& messages,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&ctx, "/shoal.v1.Shoal/" + method, &cq);
+  void* tag;
+  bool ok = false;
+  auto step = [&] { return cq.Next(&tag, &ok) && ok; };
+  call->StartCall(nullptr);
+  bool open = step();
+  for (const std::string& m : messages) {
+    if (!open) break;
+    grpc::Slice slice(m);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call->Write(buffer, nullptr);
+    open = step();  // false once the server has finished the call
+  }
+  if (open) {
+    call->WritesDone(nullptr);
+    step();
+  }
+  grpc::ByteBuffer response;
+  call->Read(&response, nullptr);
+  step();
+  grpc::Status status;
+  call->Finish(&status, nullptr);
+  step();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
 }  // namespace shoal::testing
