@@ -381,7 +381,7 @@ void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collec
   const storage::CollectionStats stats = collection->Stats();
   if (stats.num_segments == 0 || stats.memtable_rows < options_.flush_rows) return;
   {
-    std::lock_guard<std::mutex> lock(flush_mu_);
+    absl::MutexLock lock(&flush_mu_);
     if (!flushing_.insert(collection->name()).second) return;
   }
   admin_->Submit([this, collection] {
@@ -390,7 +390,7 @@ void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collec
       core::Logger("server")->error("{}: background flush failed: {}", collection->name(),
                                     flushed.status().ToString());
     }
-    std::lock_guard<std::mutex> lock(flush_mu_);
+    absl::MutexLock lock(&flush_mu_);
     flushing_.erase(collection->name());
   });
 }

@@ -16,10 +16,11 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
@@ -116,8 +117,9 @@ class ShoalService final {
   std::atomic<bool> admitting_{true};
   std::atomic<int64_t> inflight_searches_{0};
   InflightBytes inflight_bytes_;  // estimates of the Searches and Gets running (I-9)
-  mutable std::mutex flush_mu_;
-  std::set<std::string> flushing_;  // guarded by flush_mu_: background flushes queued or running
+  absl::Mutex flush_mu_;
+  // Collections with a background flush queued or running.
+  std::set<std::string> flushing_ ABSL_GUARDED_BY(flush_mu_);
 };
 
 }  // namespace shoal::server

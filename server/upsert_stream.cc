@@ -5,10 +5,11 @@
 // stops reading (flow control reaches the client through HTTP/2) and resumes when a commit
 // completes. The single response is sent when the client has half-closed and every message
 // is durable, or at the first error.
-#include <mutex>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/convert.h"
 #include "server/shoal_service.h"
 #include "server/unary_reactor.h"
@@ -33,7 +34,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     absl::Status admitted = service_->Admit(ctx);
     std::optional<grpc::Status> finish;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!admitted.ok()) {
         FailLocked(admitted);
         finish = MaybeFinishLocked();
@@ -50,7 +51,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     std::shared_ptr<storage::Collection> target;
     std::vector<storage::PointRecord> records;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       reading_ = false;
       if (!ok) {  // the client half-closed (or the call broke)
         input_done_ = true;
@@ -88,7 +89,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
  private:
   // Parses and validates the message just read and binds the stream to its collection on the
   // first one.
-  absl::Status Accept() {
+  absl::Status Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     request_.Clear();
     if (absl::Status parsed = ParseRaw(raw_, &request_); !parsed.ok()) {
       return absl::Status(parsed.code(),
@@ -112,7 +113,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   void OnCommitted(absl::StatusOr<uint64_t> n) {
     std::optional<grpc::Status> finish;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --outstanding_;
       if (!n.ok()) {
         FailLocked(n.status());
@@ -125,18 +126,18 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     if (finish) Finish(*finish);
   }
 
-  void ReadNextLocked() {
+  void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     reading_ = true;
     StartRead(&raw_);
   }
 
-  void FailLocked(const absl::Status& s) {
+  void FailLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (error_.ok()) error_ = s;
     input_done_ = true;  // stop reading; finish once commits in flight have reported
   }
 
   // The status to finish with, once: when input is done and no commit is outstanding.
-  std::optional<grpc::Status> MaybeFinishLocked() {
+  std::optional<grpc::Status> MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || !input_done_ || outstanding_ > 0) return std::nullopt;
     finished_ = true;
     if (error_.ok()) {
@@ -157,17 +158,17 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   grpc::ByteBuffer* const wire_response_;
   const std::chrono::steady_clock::time_point start_;
 
-  std::mutex mu_;         // guards everything below
-  grpc::ByteBuffer raw_;  // the message being read
-  v1::UpsertRequest request_;
-  std::shared_ptr<storage::Collection> collection_;
-  bool reading_ = false;
-  bool input_done_ = false;
-  bool finished_ = false;
-  int outstanding_ = 0;
-  uint64_t message_index_ = 0;
-  uint64_t upserted_ = 0;
-  absl::Status error_;
+  absl::Mutex mu_;
+  grpc::ByteBuffer raw_ ABSL_GUARDED_BY(mu_);  // the message being read
+  v1::UpsertRequest request_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<storage::Collection> collection_ ABSL_GUARDED_BY(mu_);
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool input_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t message_index_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t upserted_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
