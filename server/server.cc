@@ -98,7 +98,9 @@ absl::Status Server::Start() {
   }
   auto* health = s.grpc_server->GetHealthCheckService();
   s.service->SetHealthService(health);
+  // Per-collection health: broken collections NOT_SERVING (they answer DATA_LOSS until dropped).
   for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
+  for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
 
   s.http = std::make_unique<HttpServer>(HttpServer::Handlers{
       [&s] {

@@ -91,6 +91,10 @@ class ShoalService final : public v1::Shoal::CallbackService {
 
  private:
   void FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const;
+  // State BROKEN and the reason; false when `name` is not a broken collection.
+  bool FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const;
+  // Appends the broken collections, then sorts the list by name.
+  void AddBrokenInfos(v1::ListCollectionsResponse* resp) const;
   // Queues a background flush when an indexed collection's memtable has grown past
   // options_.flush_rows (one at a time per collection).
   void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
