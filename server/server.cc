@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,11 @@ struct Server::State {
   std::unique_ptr<storage::PartitionCache> cache;
   std::unique_ptr<storage::Catalog> catalog;
   std::unique_ptr<core::TbbExecutor> cpu;
+  // Blocking work that must answer promptly: Get's point reads, create/drop.
   std::unique_ptr<core::ThreadExecutor> admin;
+  // Blocking work that runs for minutes: BuildIndex, Flush, background flushes. Apart from
+  // `admin`, so builds cannot starve Get.
+  std::unique_ptr<core::ThreadExecutor> maintenance;
   std::unique_ptr<ShoalService> service;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HttpServer> http;
@@ -74,12 +79,14 @@ absl::Status Server::Start() {
   const int threads = config_.EffectiveCpuThreads();
   s.cpu = std::make_unique<core::TbbExecutor>(threads);
   s.admin = std::make_unique<core::ThreadExecutor>(2);
+  s.maintenance = std::make_unique<core::ThreadExecutor>(std::max(1, config_.maintenance_threads));
   s.service = std::make_unique<ShoalService>(
       s.catalog.get(), s.cpu.get(), s.admin.get(), &s.metrics,
       ShoalService::Options{
           config_.api_key, config_.max_inflight_searches, uint32_t(config_.search_default_nprobe),
           size_t(config_.search_batch_partitions), uint64_t(config_.search_batch_bytes),
           uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows)});
+  s.service->SetMaintenanceExecutor(s.maintenance.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -171,7 +178,8 @@ void Server::Shutdown() {
     log->debug("gRPC server stopped");
   }
   if (s.cpu) s.cpu->WaitIdle();
-  s.admin.reset();  // finishes the demo loader (it watches `stopping`)
+  s.maintenance.reset();  // runs what is queued: a build is never cut off halfway
+  s.admin.reset();        // finishes the demo loader (it watches `stopping`)
   log->debug("executors idle");
   if (s.catalog) {
     absl::Status closed = s.catalog->Close();

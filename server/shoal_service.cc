@@ -355,7 +355,8 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
   return r;
 }
 
-// BuildIndex and Flush: block an admin thread for the work; the CPU part runs on the arena
+// BuildIndex and Flush: block a maintenance thread for the work (never an admin one, so a build
+// cannot starve Get or create/drop); the CPU part runs on the arena
 // (I-2), so no arena thread waits.
 template <typename Response>
 ServerUnaryReactor* ShoalService::RunMaintenance(
@@ -367,7 +368,7 @@ ServerUnaryReactor* ShoalService::RunMaintenance(
     r->FinishWith(c.status());
     return r;
   }
-  admin_->Submit([this, r, resp, op, collection = *c] {
+  maintenance()->Submit([this, r, resp, op, collection = *c] {
     auto message = ((*collection).*op)(*cpu_);
     if (message.ok()) resp->set_message(*message);
     r->FinishWith(message.status());
@@ -394,7 +395,7 @@ void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collec
     std::lock_guard<std::mutex> lock(flush_mu_);
     if (!flushing_.insert(collection->name()).second) return;
   }
-  admin_->Submit([this, collection] {
+  maintenance()->Submit([this, collection] {
     auto flushed = collection->Flush(*cpu_);
     if (!flushed.ok()) {
       core::Logger("server")->error("{}: background flush failed: {}", collection->name(),

@@ -2,8 +2,9 @@
 //
 // Handlers validate the request (I-7), then hand the work on and return at once: searches go
 // to the CPU arena (core::FlatSearch), writes to the collection's WAL, create/drop (which
-// fsync and rename) to the admin executor. The response is finished later from whichever
-// thread completes the work; no handler blocks a gRPC thread.
+// fsync and rename) and Get to the admin executor, BuildIndex / Flush to the maintenance one. The
+// response is finished later from whichever thread completes the work; no handler blocks a gRPC
+// thread.
 //
 // Thread-safety: all methods are called concurrently by gRPC; shared state is atomic or
 // lives in thread-safe components (Catalog, Metrics, executors).
@@ -47,6 +48,10 @@ class ShoalService final : public v1::Shoal::CallbackService {
   // Called once the gRPC server exists (the health service belongs to it).
   void SetHealthService(grpc::HealthCheckServiceInterface* health) { health_ = health; }
   void SetCollectionServing(const std::string& collection, bool serving);
+  // Where BuildIndex, Flush and background flushes run, apart from the admin executor that
+  // serves Get and create/drop (a build holds its thread for minutes). Unset: the admin one.
+  // REQUIRES: called before the server starts.
+  void SetMaintenanceExecutor(core::Executor* maintenance) { maintenance_ = maintenance; }
 
   // From now on every new RPC gets UNAVAILABLE (graceful shutdown).
   void StopAdmitting() { admitting_.store(false); }
@@ -95,6 +100,7 @@ class ShoalService final : public v1::Shoal::CallbackService {
   bool FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const;
   // Appends the broken collections, then sorts the list by name.
   void AddBrokenInfos(v1::ListCollectionsResponse* resp) const;
+  core::Executor* maintenance() const { return maintenance_ ? maintenance_ : admin_; }
   // Queues a background flush when an indexed collection's memtable has grown past
   // options_.flush_rows (one at a time per collection).
   void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
@@ -111,6 +117,7 @@ class ShoalService final : public v1::Shoal::CallbackService {
   Metrics* const metrics_;
   const Options options_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
+  core::Executor* maintenance_ = nullptr;
   std::atomic<bool> admitting_{true};
   std::atomic<int64_t> inflight_searches_{0};
   mutable std::mutex flush_mu_;
