@@ -105,9 +105,6 @@ absl::Status Server::Start() {
   }
   auto* health = s.grpc_server->GetHealthCheckService();
   s.service->SetHealthService(health);
-  // Per-collection health: broken collections NOT_SERVING (they answer DATA_LOSS until dropped).
-  for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
-  for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
 
   s.http = std::make_unique<HttpServer>(HttpServer::Handlers{
       [&s] {
@@ -132,6 +129,12 @@ absl::Status Server::Start() {
   if (!http_port.ok()) return http_port.status();
   s.http_port = *http_port;
 
+  // SetServingStatus(bool) sets every service, per-collection ones included: first the server,
+  // then each collection (broken ones NOT_SERVING: they answer DATA_LOSS until dropped), then
+  // the demo loader, which flips its collection while it loads.
+  health->SetServingStatus(true);
+  for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
+  for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
   if (config_.demo) {
     s.admin->Submit([this, &s] {
       absl::Status loaded = LoadDemoCollection(
@@ -142,7 +145,6 @@ absl::Status Server::Start() {
     });
   }
 
-  health->SetServingStatus(true);
   s.ready.store(true);
   log->info(
       "shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
