@@ -180,7 +180,7 @@ void Server::Shutdown() {
     log->debug("gRPC server stopped");
   }
   if (s.cpu) s.cpu->WaitIdle();
-  s.maintenance.reset();  // runs what is queued: a build is never cut off halfway
+  s.maintenance.reset();  // drains its queue, like the admin one, before the catalog closes
   s.admin.reset();        // finishes the demo loader (it watches `stopping`)
   log->debug("executors idle");
   if (s.catalog) {

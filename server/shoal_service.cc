@@ -356,8 +356,8 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
 }
 
 // BuildIndex and Flush: block a maintenance thread for the work (never an admin one, so a build
-// cannot starve Get or create/drop); the CPU part runs on the arena
-// (I-2), so no arena thread waits.
+// cannot starve Get or create/drop); the CPU part runs on the arena (I-2), so no arena thread
+// waits.
 template <typename Response>
 ServerUnaryReactor* ShoalService::RunMaintenance(
     CallbackServerContext* ctx, const char* method, const std::string& name, Response* resp,
