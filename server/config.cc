@@ -45,6 +45,9 @@ const std::vector<Field>& Fields() {
        "write the bound ports here as JSON once serving"},
       {"server.shutdown_grace_seconds", "SHOAL_SHUTDOWN_GRACE_SECONDS", "--shutdown-grace-seconds",
        &Config::shutdown_grace_seconds, "seconds SIGTERM waits for in-flight requests"},
+      {"server.maintenance_threads", "SHOAL_MAINTENANCE_THREADS", "--maintenance-threads",
+       &Config::maintenance_threads,
+       "threads for BuildIndex / Flush, apart from the ones serving Get and create/drop"},
       {"cpu.threads", "SHOAL_CPU_THREADS", "--cpu-threads", &Config::cpu_threads,
        "search CPU reservation; 0 = cores - 1, at least 1"},
       {"search.max_inflight", "SHOAL_MAX_INFLIGHT_SEARCHES", "--max-inflight-searches",
@@ -252,6 +255,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "limits: max_candidates_per_query and max_request_bytes must be at least 1, and "
         "max_inflight_request_bytes at least max_request_bytes");
+  }
+  if (loaded.config.maintenance_threads < 1) {
+    return absl::InvalidArgumentError("server.maintenance_threads: must be at least 1");
   }
   if (loaded.config.max_inflight_searches < 1) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");

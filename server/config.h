@@ -54,6 +54,11 @@ struct Config {
   std::string ready_file;
   // Seconds SIGTERM waits for in-flight requests before cancelling them. Default: 10.
   int shutdown_grace_seconds = 10;
+  // Threads for BuildIndex, Flush and background flushes (at least 1). They are separate from
+  // the two admin threads that serve Get and create/drop, so a build never starves reads; more
+  // threads run builds of different collections at once (their CPU work shares the arena).
+  // Default: 1.
+  int maintenance_threads = 1;
   // I/O backend: auto (io_uring, falling back to pread when the kernel refuses a ring),
   // uring or pread. Default: auto.
   std::string io_backend = "auto";

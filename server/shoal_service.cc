@@ -2,6 +2,8 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
 #include "core/index/ivf_search.h"
@@ -70,11 +72,39 @@ absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::AdmitAndLooku
 absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::Lookup(const std::string& name,
                                                                           const char* field) const {
   if (auto s = ValidateCollectionName(name, field); !s.ok()) return s;
-  auto collection = catalog_->Find(name);
-  if (!collection) {
-    return absl::NotFoundError(absl::StrCat(field, ": collection '", name, "' does not exist"));
+  auto collection = catalog_->Find(name);  // NOT_FOUND, or DATA_LOSS for a broken collection
+  if (!collection.ok()) {
+    return absl::Status(collection.status().code(),
+                        absl::StrCat(field, ": ", collection.status().message()));
   }
   return collection;
+}
+
+bool ShoalService::FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const {
+  for (const storage::BrokenCollection& b : catalog_->Broken()) {
+    if (b.name != name) continue;
+    info->set_name(b.name);
+    if (b.manifest) {
+      info->set_dim(b.manifest->dim);
+      info->set_metric(ToProto(b.manifest->metric));
+      *info->mutable_index() = ToProto(b.manifest->index);
+    }
+    info->set_index_state(v1::INDEX_STATE_BROKEN);
+    info->set_error(std::string(b.error.message()));
+    return true;
+  }
+  return false;
+}
+
+void ShoalService::AddBrokenInfos(v1::ListCollectionsResponse* resp) const {
+  for (const storage::BrokenCollection& b : catalog_->Broken()) {
+    FillBrokenInfo(b.name, resp->add_collections());
+  }
+  auto* list = resp->mutable_collections();
+  std::sort(list->pointer_begin(), list->pointer_end(),
+            [](const v1::CollectionInfo* a, const v1::CollectionInfo* b) {
+              return a->name() < b->name();
+            });
 }
 
 void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const {
@@ -148,6 +178,7 @@ void ShoalService::ListCollections(CallbackServerContext* ctx, UnaryReactor* r,
   absl::Status s = Admit(ctx);
   if (s.ok()) {
     for (const auto& c : catalog_->List()) FillInfo(*c, resp->add_collections());
+    AddBrokenInfos(resp);
   }
   r->FinishWith(s);
 }
@@ -157,7 +188,9 @@ void ShoalService::DescribeCollection(CallbackServerContext* ctx, UnaryReactor* 
                                       v1::CollectionInfo* resp) {
   auto c = AdmitAndLookup(ctx, req->name(), "name");
   if (c.ok()) FillInfo(**c, resp);
-  r->FinishWith(c.status());
+  // A broken collection is described (state and reason), not refused.
+  const bool broken = absl::IsDataLoss(c.status()) && FillBrokenInfo(req->name(), resp);
+  r->FinishWith(broken ? absl::OkStatus() : c.status());
 }
 
 void ShoalService::Upsert(CallbackServerContext* ctx, UnaryReactor* r, const v1::UpsertRequest* req,
@@ -350,8 +383,9 @@ void ShoalService::AttachPoints(const storage::Collection& collection, const v1:
   }
 }
 
-// BuildIndex and Flush: block a maintenance thread for the work; the CPU part runs on the
-// arena (I-2), so no arena thread waits.
+// BuildIndex and Flush: block a maintenance thread for the work (never an admin one, so a build
+// cannot starve Get or create/drop); the CPU part runs on the arena (I-2), so no arena thread
+// waits.
 template <typename Response>
 void ShoalService::RunMaintenance(
     CallbackServerContext* ctx, UnaryReactor* r, const std::string& name, Response* resp,
@@ -361,7 +395,7 @@ void ShoalService::RunMaintenance(
     r->FinishWith(c.status());
     return;
   }
-  admin_->Submit(Guarded(r, [this, r, resp, op, collection = *c] {
+  maintenance()->Submit(Guarded(r, [this, r, resp, op, collection = *c] {
     auto message = ((*collection).*op)(*cpu_);
     if (message.ok()) resp->set_message(*message);
     r->FinishWith(message.status());
@@ -384,7 +418,7 @@ void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collec
     absl::MutexLock lock(&flush_mu_);
     if (!flushing_.insert(collection->name()).second) return;
   }
-  admin_->Submit([this, collection] {
+  maintenance()->Submit([this, collection] {
     auto flushed = collection->Flush(*cpu_);
     if (!flushed.ok()) {
       core::Logger("server")->error("{}: background flush failed: {}", collection->name(),

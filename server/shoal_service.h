@@ -4,9 +4,10 @@
 // Handlers validate the request (I-7) and bound its cost (I-9, request_limits.h), then hand
 // the work on as their last step and return at once: searches go to the CPU arena
 // (core::IvfSearch), writes to the collection's WAL, create/drop (which fsync and rename) and
-// reads of stored rows to the admin executor. The call is finished later from whichever thread
-// completes the work; no handler blocks a gRPC thread. Work finished on other threads is
-// wrapped in Guarded(), so an exception answers INTERNAL naming the method.
+// reads of stored rows to the admin executor, BuildIndex / Flush to the maintenance one. The
+// call is finished later from whichever thread completes the work; no handler blocks a gRPC
+// thread. Work finished on other threads is wrapped in Guarded(), so an exception answers
+// INTERNAL naming the method.
 //
 // Thread-safety: all methods are called concurrently by gRPC; shared state is atomic or
 // lives in thread-safe components (Catalog, Metrics, executors).
@@ -55,6 +56,10 @@ class ShoalService final {
   // Called once the gRPC server exists (the health service belongs to it).
   void SetHealthService(grpc::HealthCheckServiceInterface* health) { health_ = health; }
   void SetCollectionServing(const std::string& collection, bool serving);
+  // Where BuildIndex, Flush and background flushes run, apart from the admin executor that
+  // serves Get and create/drop (a build holds its thread for minutes). Unset: the admin one.
+  // REQUIRES: called before the server starts.
+  void SetMaintenanceExecutor(core::Executor* maintenance) { maintenance_ = maintenance; }
 
   // From now on every new RPC gets UNAVAILABLE (graceful shutdown).
   void StopAdmitting() { admitting_.store(false); }
@@ -100,6 +105,11 @@ class ShoalService final {
   // Search with include_vectors / include_attributes: the hits' stored points (blocking reads).
   static void AttachPoints(const storage::Collection& collection, const v1::SearchRequest& req,
                            v1::SearchResponse* resp);
+  // State BROKEN and the reason; false when `name` is not a broken collection.
+  bool FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const;
+  // Appends the broken collections, then sorts the list by name.
+  void AddBrokenInfos(v1::ListCollectionsResponse* resp) const;
+  core::Executor* maintenance() const { return maintenance_ ? maintenance_ : admin_; }
   // Queues a background flush when an indexed collection's memtable has grown past
   // options_.flush_rows (one at a time per collection).
   void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
@@ -114,6 +124,7 @@ class ShoalService final {
   Metrics* const metrics_;
   const Options options_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
+  core::Executor* maintenance_ = nullptr;
   std::atomic<bool> admitting_{true};
   std::atomic<int64_t> inflight_searches_{0};
   InflightBytes inflight_bytes_;  // estimates of the Searches and Gets running (I-9)

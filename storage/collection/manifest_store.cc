@@ -27,12 +27,12 @@ absl::StatusOr<LoadedManifest> LoadManifest(FileSystem* fs, const std::string& d
   if (!absl::ConsumePrefix(&name, "MANIFEST-") || !absl::SimpleAtoi(name, &number)) {
     return absl::DataLossError(absl::StrCat(current_path, ": does not name a manifest"));
   }
-  SHOAL_ASSIGN_OR_RETURN(std::string data,
-                         ReadFileToString(fs, JoinPath(dir, ManifestName(number))));
+  const std::string path = JoinPath(dir, ManifestName(number));
+  SHOAL_ASSIGN_OR_RETURN(std::string data, ReadFileToString(fs, path));
   auto manifest = DecodeManifest(data);
   if (!manifest.ok()) {
     return absl::Status(manifest.status().code(),
-                        absl::StrCat(dir, ": ", manifest.status().message()));
+                        absl::StrCat(path, ": ", manifest.status().message()));
   }
   return LoadedManifest{*std::move(manifest), number};
 }
