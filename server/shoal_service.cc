@@ -93,7 +93,8 @@ absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::Lookup(const 
 }
 
 void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const {
-  const auto& m = c.manifest();
+  const std::shared_ptr<const storage::CollectionManifest> manifest = c.manifest();
+  const storage::CollectionManifest& m = *manifest;
   const storage::CollectionStats stats = c.Stats();
   info->set_name(m.name);
   info->set_dim(m.dim);
@@ -275,7 +276,7 @@ ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::S
   }
   search.k = req->k();
   search.metric = collection->metric();
-  const uint32_t collection_nprobe = collection->manifest().index.default_nprobe;
+  const uint32_t collection_nprobe = collection->manifest()->index.default_nprobe;
   search.nprobe = req->nprobe()       ? req->nprobe()
                   : collection_nprobe ? collection_nprobe
                                       : options_.default_nprobe;

@@ -55,7 +55,7 @@ TEST(Collection, WritesAreVisibleWhenAcknowledgedAndSurviveReopen) {
   EXPECT_EQ((*c)->Stats().num_vectors, 2u);
   EXPECT_EQ((*c)->Get(std::vector<uint64_t>{1}, true)[0].vector, std::vector<float>({9, 9}));
   EXPECT_TRUE((*c)->Get(std::vector<uint64_t>{2}, false).empty());
-  EXPECT_EQ((*c)->manifest().dim, 2u);
+  EXPECT_EQ((*c)->manifest()->dim, 2u);
 }
 
 TEST(Collection, CosineVectorsAreNormalisedAtInsert) {
