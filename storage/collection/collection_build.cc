@@ -256,6 +256,7 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
   const Clock::time_point start = Clock::now();
   SetProgress("freezing", 0);
   absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
+    maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
     SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
     const auto frozen_state = state();
     SegmentRows rows;
@@ -297,6 +298,7 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
     return std::string("the memtable is empty; nothing to flush");
   }
   absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
+    maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
     SetProgress("freezing", 0);
     SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
     const auto frozen_state = state();

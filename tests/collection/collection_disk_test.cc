@@ -217,10 +217,7 @@ INSTANTIATE_TEST_SUITE_P(
                                absl::StatusCode::kResourceExhausted},
                       WalFault{"FsyncEio",
                                {.op = Op::kSync, .error = testing::Eio()},
-                               absl::StatusCode::kUnavailable},
-                      WalFault{"CreateEnospc",
-                               {.op = Op::kCreate, .error = testing::Enospc()},
-                               absl::StatusCode::kResourceExhausted}),
+                               absl::StatusCode::kUnavailable}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Walks one fault through every matching operation of a build in turn (the 1st, the 2nd, ...
