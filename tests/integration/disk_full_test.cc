@@ -52,6 +52,12 @@ uint64_t FreeBytes(const std::string& path) {
   return statvfs(path.c_str(), &st) == 0 ? uint64_t(st.f_bavail) * st.f_frsize : 0;
 }
 
+void ExpectRefusedForDisk(const absl::Status& s) {
+  EXPECT_TRUE(s.code() == absl::StatusCode::kResourceExhausted ||
+              s.code() == absl::StatusCode::kUnavailable)
+      << s;
+}
+
 class DiskFullTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,6 +130,109 @@ class DiskFullTest : public ::testing::Test {
     EXPECT_EQ(*health, HealthStatus::kServing);
   }
 
+  // Upserts until a write is refused; on the way, once what is left could not hold a segment
+  // of every row, a build must fail cleanly (its segment write meets the full disk), give its
+  // space back and leave the collection writable.
+  void FillUntilRefused() {
+    absl::Status refused;
+    bool built_on_full_disk = false;
+    for (int i = 0; i < 200 && refused.ok(); ++i) {
+      refused = UpsertBatch();
+      const uint64_t free_before = FreeBytes(mount_);
+      if (!refused.ok() || built_on_full_disk || free_before >= (8u << 20)) continue;
+      built_on_full_disk = true;
+      absl::StatusOr<std::string> built = client_->BuildIndex(kName);
+      std::printf("BuildIndex with %llu bytes free: %s\n",
+                  static_cast<unsigned long long>(free_before),
+                  built.ok() ? built->c_str() : built.status().ToString().c_str());
+      EXPECT_FALSE(built.ok()) << "a segment of every row cannot fit in what is left";
+      if (!built.ok()) {
+        ExpectRefusedForDisk(built.status());
+        // Its new WAL file keeps a block or two.
+        EXPECT_GE(FreeBytes(mount_) + (1u << 20), free_before);
+      }
+      ASSERT_NO_FATAL_FAILURE(ExpectServing());
+    }
+    ASSERT_FALSE(refused.ok()) << "the 32 MiB disk never filled";
+    std::printf("disk full after %zu acknowledged points: %s\n", acked_.size(),
+                refused.ToString().c_str());
+    ExpectRefusedForDisk(refused);
+    EXPECT_TRUE(built_on_full_disk);
+    EXPECT_GT(acked_.size(), 20000u);
+  }
+
+  // Maintenance on the full disk may fail; the server stays up, and writes after it are refused
+  // or acknowledged, never lost.
+  void MaintainOnFullDisk() {
+    absl::StatusOr<std::string> built = client_->BuildIndex(kName);
+    if (!built.ok()) ExpectRefusedForDisk(built.status());
+    absl::StatusOr<std::string> flushed = client_->Flush(kName);
+    if (!flushed.ok()) ExpectRefusedForDisk(flushed.status());
+    std::printf("on the full disk: BuildIndex %s; Flush %s\n",
+                built.ok() ? "OK" : built.status().ToString().c_str(),
+                flushed.ok() ? "OK" : flushed.status().ToString().c_str());
+    ASSERT_NO_FATAL_FAILURE(ExpectServing());
+    for (int i = 0; i < 3; ++i) {
+      absl::Status again = UpsertBatch();
+      if (!again.ok()) ExpectRefusedForDisk(again);
+    }
+  }
+
+  // Every acknowledged id is there with its vector, and nothing else (a refused batch is cut
+  // from the WAL).
+  void ExpectExactlyTheAcknowledgedPoints() {
+    std::vector<uint64_t> ids;
+    for (const auto& [id, v] : acked_) ids.push_back(id);
+    size_t found = 0;
+    for (size_t begin = 0; begin < ids.size(); begin += 20000) {
+      std::vector<uint64_t> chunk(ids.begin() + long(begin),
+                                  ids.begin() + long(std::min(ids.size(), begin + 20000)));
+      auto got = client_->Get(kName, chunk, true);
+      ASSERT_TRUE(got.ok()) << got.status();
+      for (const Point& p : *got) {
+        auto it = acked_.find(p.id);
+        ASSERT_NE(it, acked_.end()) << p.id;
+        EXPECT_EQ(p.vector, it->second) << p.id;
+      }
+      found += got->size();
+    }
+    EXPECT_EQ(found, acked_.size());
+    auto info = client_->DescribeCollection(kName);
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_EQ(info->num_vectors, acked_.size());
+  }
+
+  // Probing every partition is exact: the same top 10 as brute force over what was acked.
+  void ExpectSearchesMatchExactSearch() {
+    for (int q = 0; q < 5; ++q) {
+      std::vector<float> query(kDim);
+      for (float& x : query) x = gauss_(rng_);
+      std::vector<std::pair<float, uint64_t>> exact;
+      for (const auto& [id, v] : acked_) {
+        float d = 0;
+        for (uint32_t j = 0; j < kDim; ++j) d += (v[j] - query[j]) * (v[j] - query[j]);
+        exact.push_back({d, id});
+      }
+      std::partial_sort(exact.begin(), exact.begin() + 10, exact.end());
+      auto result = client_->Search(kName, query, {.k = 10, .nprobe = kNlist});
+      ASSERT_TRUE(result.ok()) << result.status();
+      ASSERT_EQ(result->hits.size(), 10u);
+      for (size_t i = 0; i < 10; ++i) {
+        EXPECT_EQ(result->hits[i].id, exact[i].second) << "query " << q << " rank " << i;
+        EXPECT_NEAR(result->hits[i].distance, exact[i].first, 1e-3f * (1 + exact[i].first));
+      }
+    }
+  }
+
+  std::vector<std::string> CollectionFiles() {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(mount_ + "/collections/" + kName)) {
+      files.push_back(e.path().filename().string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
   testing::TempDir dir_;
   std::string image_, mount_;
   bool mounted_ = false;
@@ -135,12 +244,6 @@ class DiskFullTest : public ::testing::Test {
   std::map<uint64_t, std::vector<float>> acked_;
 };
 
-void ExpectRefusedForDisk(const absl::Status& s) {
-  EXPECT_TRUE(s.code() == absl::StatusCode::kResourceExhausted ||
-              s.code() == absl::StatusCode::kUnavailable)
-      << s;
-}
-
 TEST_F(DiskFullTest, AFullDiskLosesNoAcknowledgedWriteAndShoaldRestartsWithAllOfThem) {
   testing::Watchdog watchdog(std::chrono::seconds(240), "disk full test");
   ASSERT_NO_FATAL_FAILURE(StartServer());
@@ -150,106 +253,20 @@ TEST_F(DiskFullTest, AFullDiskLosesNoAcknowledgedWriteAndShoaldRestartsWithAllOf
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(UpsertBatch().ok());
   ASSERT_TRUE(client_->BuildIndex(kName).ok());
 
-  // Fill the disk. Once what is left could not hold a segment of every row, a build must fail
-  // cleanly (its segment write meets the full disk) and leave the collection writable.
-  absl::Status refused;
-  bool built_on_full_disk = false;
-  for (int i = 0; i < 200 && refused.ok(); ++i) {
-    refused = UpsertBatch();
-    if (refused.ok() && !built_on_full_disk && FreeBytes(mount_) < (8u << 20)) {
-      built_on_full_disk = true;
-      const uint64_t free_before = FreeBytes(mount_);
-      absl::StatusOr<std::string> built = client_->BuildIndex(kName);
-      std::printf("BuildIndex with %llu bytes free: %s\n",
-                  static_cast<unsigned long long>(FreeBytes(mount_)),
-                  built.ok() ? built->c_str() : built.status().ToString().c_str());
-      EXPECT_FALSE(built.ok()) << "a segment of every row cannot fit in what is left";
-      if (!built.ok()) {
-        ExpectRefusedForDisk(built.status());
-        // A failed build gives its space back (its new WAL file keeps a block or two).
-        EXPECT_GE(FreeBytes(mount_) + (1u << 20), free_before);
-      }
-      ASSERT_NO_FATAL_FAILURE(ExpectServing());
-    }
-  }
-  ASSERT_FALSE(refused.ok()) << "the 32 MiB disk never filled";
-  std::printf("disk full after %zu acknowledged points: %s\n", acked_.size(),
-              refused.ToString().c_str());
-  ExpectRefusedForDisk(refused);
-  EXPECT_TRUE(built_on_full_disk);
-  EXPECT_GT(acked_.size(), 20000u);
+  ASSERT_NO_FATAL_FAILURE(FillUntilRefused());
+  ASSERT_NO_FATAL_FAILURE(MaintainOnFullDisk());
 
-  // Maintenance on the full disk may fail; the server stays up and never turns writable
-  // behind the failed write (which would append after its torn bytes).
-  absl::StatusOr<std::string> built = client_->BuildIndex(kName);
-  if (!built.ok()) ExpectRefusedForDisk(built.status());
-  absl::StatusOr<std::string> flushed = client_->Flush(kName);
-  if (!flushed.ok()) ExpectRefusedForDisk(flushed.status());
-  ASSERT_NO_FATAL_FAILURE(ExpectServing());
-  for (int i = 0; i < 3; ++i) {
-    absl::Status again = UpsertBatch();
-    if (!again.ok()) ExpectRefusedForDisk(again);
-  }
-
-  std::printf("on the full disk: BuildIndex %s; Flush %s\n",
-              built.ok() ? "OK" : built.status().ToString().c_str(),
-              flushed.ok() ? "OK" : flushed.status().ToString().c_str());
   server_->Kill9();
   server_.reset();
   ASSERT_NO_FATAL_FAILURE(Grow());
   ASSERT_NO_FATAL_FAILURE(StartServer());
 
-  // Every acknowledged id is there, with its vector.
-  std::vector<uint64_t> ids;
-  for (const auto& [id, v] : acked_) ids.push_back(id);
-  size_t found = 0;
-  for (size_t begin = 0; begin < ids.size(); begin += 20000) {
-    std::vector<uint64_t> chunk(ids.begin() + long(begin),
-                                ids.begin() + long(std::min(ids.size(), begin + 20000)));
-    auto got = client_->Get(kName, chunk, true);
-    ASSERT_TRUE(got.ok()) << got.status();
-    for (const Point& p : *got) {
-      auto it = acked_.find(p.id);
-      ASSERT_NE(it, acked_.end()) << p.id;
-      EXPECT_EQ(p.vector, it->second) << p.id;
-    }
-    found += got->size();
-  }
-  EXPECT_EQ(found, acked_.size());
-  // Nothing else either: a refused batch was cut from the WAL, so the exact answer below is
-  // known.
-  auto info = client_->DescribeCollection(kName);
-  ASSERT_TRUE(info.ok()) << info.status();
-  ASSERT_EQ(info->num_vectors, acked_.size());
-
-  // Probing every partition is exact: compare with brute force over the acknowledged vectors.
-  for (int q = 0; q < 5; ++q) {
-    std::vector<float> query(kDim);
-    for (float& x : query) x = gauss_(rng_);
-    std::vector<std::pair<float, uint64_t>> exact;
-    for (const auto& [id, v] : acked_) {
-      float d = 0;
-      for (uint32_t j = 0; j < kDim; ++j) d += (v[j] - query[j]) * (v[j] - query[j]);
-      exact.push_back({d, id});
-    }
-    std::partial_sort(exact.begin(), exact.begin() + 10, exact.end());
-    auto result = client_->Search(kName, query, {.k = 10, .nprobe = kNlist});
-    ASSERT_TRUE(result.ok()) << result.status();
-    ASSERT_EQ(result->hits.size(), 10u);
-    for (size_t i = 0; i < 10; ++i) {
-      EXPECT_EQ(result->hits[i].id, exact[i].second) << "query " << q << " rank " << i;
-      EXPECT_NEAR(result->hits[i].distance, exact[i].first, 1e-3f * (1 + exact[i].first));
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectExactlyTheAcknowledgedPoints());
+  ASSERT_NO_FATAL_FAILURE(ExpectSearchesMatchExactSearch());
   // Nothing the failed builds started is left: the live manifest, its segment, the WAL.
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(mount_ + "/collections/" + kName)) {
-    files.push_back(e.path().filename().string());
-  }
-  std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, std::vector<std::string>({"CURRENT", "MANIFEST-000002", "seg-1", "wal"}));
-  // And the collection takes writes again.
-  EXPECT_TRUE(UpsertBatch().ok());
+  EXPECT_EQ(CollectionFiles(),
+            std::vector<std::string>({"CURRENT", "MANIFEST-000002", "seg-1", "wal"}));
+  EXPECT_TRUE(UpsertBatch().ok()) << "a restart with room makes the collection writable";
 }
 
 }  // namespace
