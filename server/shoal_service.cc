@@ -108,7 +108,8 @@ void ShoalService::AddBrokenInfos(v1::ListCollectionsResponse* resp) const {
 }
 
 void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const {
-  const auto& m = c.manifest();
+  const std::shared_ptr<const storage::CollectionManifest> manifest = c.manifest();
+  const storage::CollectionManifest& m = *manifest;
   const storage::CollectionStats stats = c.Stats();
   info->set_name(m.name);
   info->set_dim(m.dim);
@@ -310,7 +311,7 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     return;
   }
   std::shared_ptr<storage::Collection> collection = *std::move(found);
-  const uint32_t collection_nprobe = collection->manifest().index.default_nprobe;
+  const uint32_t collection_nprobe = collection->manifest()->index.default_nprobe;
   const uint32_t nprobe = req->nprobe()       ? req->nprobe()
                           : collection_nprobe ? collection_nprobe
                                               : options_.default_nprobe;

@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/faulty_file_system.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
@@ -103,6 +104,24 @@ TEST(Catalog, CreatesListsDropsAndReopens) {
   EXPECT_EQ((*(*catalog)->Find("a"))->Stats().num_vectors, 1u);
   EXPECT_FALSE(DefaultFileSystem()->Exists(dir.Sub("collections/.creating-x")));
   EXPECT_FALSE(DefaultFileSystem()->Exists(dir.Sub("collections/b")));
+}
+
+TEST(Catalog, ACollectionWhoseWalFailedStillDrops) {
+  testing::TempDir dir;
+  testing::FaultyFileSystem fs(DefaultFileSystem());
+  auto catalog = Catalog::Open(&fs, dir.path(), {});
+  ASSERT_TRUE(catalog.ok());
+  ASSERT_TRUE((*catalog)->Create(Manifest("a", 3)).ok());
+  auto a = (*catalog)->Find("a");
+  ASSERT_TRUE(a.ok());
+  fs.fail_append = true;  // the disk is full: the collection turns read-only
+  EXPECT_FALSE(Upsert(**a, {{5, {1, 2, 3}, ""}}).ok());
+  fs.fail_append = false;
+  ASSERT_TRUE((*catalog)->Drop("a").ok());
+  EXPECT_EQ((*catalog)->Find("a").status().code(), absl::StatusCode::kNotFound);
+  auto left = DefaultFileSystem()->ListDir(dir.Sub("collections"));
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << (*left)[0];
 }
 
 TEST(Catalog, ACorruptManifestLeavesThatCollectionBrokenAndOpensTheOthers) {

@@ -54,7 +54,7 @@ TEST(Collection, WritesAreVisibleWhenAcknowledgedAndSurviveReopen) {
   EXPECT_EQ((*c)->Stats().num_vectors, 2u);
   EXPECT_EQ((*c)->Get(std::vector<uint64_t>{1}, true)[0].vector, std::vector<float>({9, 9}));
   EXPECT_TRUE((*c)->Get(std::vector<uint64_t>{2}, false).empty());
-  EXPECT_EQ((*c)->manifest().dim, 2u);
+  EXPECT_EQ((*c)->manifest()->dim, 2u);
 }
 
 TEST(Collection, CosineVectorsAreNormalisedAtInsert) {
@@ -82,10 +82,9 @@ TEST(Collection, AFailedFsyncIsReportedAndNothingIsApplied) {
 TEST(Collection, CreateRefusesAnExistingDirectoryAndOpenNeedsAManifest) {
   testing::TempDir dir;
   ASSERT_TRUE(DefaultFileSystem()->CreateDirs(dir.Sub("c")).ok());
-  EXPECT_EQ(Collection::Create(DefaultFileSystem(), dir.Sub("c"), Manifest("c", 2), {})
-                .status()
-                .code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      Collection::Create(DefaultFileSystem(), dir.Sub("c"), Manifest("c", 2), {}).status().code(),
+      absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(Collection::Open(DefaultFileSystem(), dir.Sub("c"), {}).status().code(),
             absl::StatusCode::kNotFound);
 }
