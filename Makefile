@@ -68,20 +68,21 @@ test-asan: deps
 	$(call build_preset,asan)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
 # gRPC, protobuf and TBB from Debian are not built with TSan, so their internal
 # synchronisation is invisible to it; the suppressions file names those libraries only.
 test-tsan: deps
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
-	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE recall
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
-# libFuzzer targets (clang, ASan+UBSan) over the on-disk decoders, the dataset readers and RPC
-# validation. Corpora live in build/fuzz/corpus so runs accumulate locally.
+# libFuzzer targets (clang, ASan+UBSan, -Wthread-safety) over the on-disk decoders, the dataset
+# readers, RPC validation and the whole service in-process (service_fuzz). Corpora live in
+# build/fuzz/corpus so runs accumulate locally.
 test-fuzz fuzz: deps
 	$(call build_preset,fuzz)
-	@for t in format_fuzz vector_reader_fuzz validation_fuzz; do \
+	@for t in format_fuzz vector_reader_fuzz validation_fuzz service_fuzz; do \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
@@ -114,7 +115,7 @@ bench-quick: build
 
 coverage: deps
 	$(call build_preset,coverage)
-	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -LE recall
+	cd build/coverage && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure -LE 'recall|release_only'
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25

@@ -117,10 +117,14 @@ CollectionInfo FromProto(const v1::CollectionInfo& in) {
     case v1::INDEX_STATE_READY:
       out.index_state = "ready";
       break;
+    case v1::INDEX_STATE_BROKEN:
+      out.index_state = "broken";
+      break;
     default:
       out.index_state = "none";
   }
   out.disk_bytes = in.disk_bytes();
+  out.error = in.error();
   return out;
 }
 

@@ -51,8 +51,9 @@ struct CollectionInfo {
   uint64_t num_vectors = 0;
   uint64_t num_indexed = 0;
   uint32_t num_segments = 0;
-  std::string index_state;  // "none", "building", "ready"
+  std::string index_state;  // "none", "building", "ready", "broken"
   uint64_t disk_bytes = 0;
+  std::string error;  // when "broken": why it did not open, naming the file
 };
 
 struct Point {

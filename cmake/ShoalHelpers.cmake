@@ -5,6 +5,11 @@
 #   One GoogleTest binary registered with ctest through gtest_discover_tests.
 
 set(SHOAL_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
+# clang (the fuzz preset) checks abseil's thread-safety annotations: a member read without the
+# mutex its ABSL_GUARDED_BY names does not compile.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND SHOAL_WARNINGS -Wthread-safety)
+endif()
 
 # TSan builds: every executable gets tools/absl_tsan_annotations.cc, which makes Debian's
 # uninstrumented absl::Mutex visible to ThreadSanitizer (otherwise every guarded access races).

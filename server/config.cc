@@ -45,6 +45,9 @@ const std::vector<Field>& Fields() {
        "write the bound ports here as JSON once serving"},
       {"server.shutdown_grace_seconds", "SHOAL_SHUTDOWN_GRACE_SECONDS", "--shutdown-grace-seconds",
        &Config::shutdown_grace_seconds, "seconds SIGTERM waits for in-flight requests"},
+      {"server.maintenance_threads", "SHOAL_MAINTENANCE_THREADS", "--maintenance-threads",
+       &Config::maintenance_threads,
+       "threads for BuildIndex / Flush, apart from the ones serving Get and create/drop"},
       {"cpu.threads", "SHOAL_CPU_THREADS", "--cpu-threads", &Config::cpu_threads,
        "search CPU reservation; 0 = cores - 1, at least 1"},
       {"search.max_inflight", "SHOAL_MAX_INFLIGHT_SEARCHES", "--max-inflight-searches",
@@ -74,6 +77,15 @@ const std::vector<Field>& Fields() {
        "O_DIRECT reads where the filesystem allows"},
       {"cache.bytes", "SHOAL_CACHE_BYTES", "--cache-bytes", &Config::cache_bytes,
        "partition cache budget; 0 = 25% of RAM"},
+      {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
+       "--max-candidates-per-query", &Config::max_candidates_per_query,
+       "k * refine_factor of one query; more get INVALID_ARGUMENT"},
+      {"limits.max_request_bytes", "SHOAL_MAX_REQUEST_BYTES", "--max-request-bytes",
+       &Config::max_request_bytes,
+       "estimated memory of one Search or Get; more get RESOURCE_EXHAUSTED"},
+      {"limits.max_inflight_request_bytes", "SHOAL_MAX_INFLIGHT_REQUEST_BYTES",
+       "--max-inflight-request-bytes", &Config::max_inflight_request_bytes,
+       "estimated memory of every Search and Get running at once"},
       {"log.level", "SHOAL_LOG_LEVEL", "--log-level", &Config::log_level,
        "trace, debug, info, warn or error"},
       {"demo.enabled", "SHOAL_DEMO", "--demo", &Config::demo,
@@ -237,6 +249,15 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   if (loaded.config.search_batch_bytes < 1 || loaded.config.search_max_pinned_bytes < 1) {
     return absl::InvalidArgumentError(
         "search.batch_bytes / search.max_pinned_bytes_per_query: must be at least 1");
+  }
+  if (loaded.config.max_candidates_per_query < 1 || loaded.config.max_request_bytes < 1 ||
+      loaded.config.max_inflight_request_bytes < loaded.config.max_request_bytes) {
+    return absl::InvalidArgumentError(
+        "limits: max_candidates_per_query and max_request_bytes must be at least 1, and "
+        "max_inflight_request_bytes at least max_request_bytes");
+  }
+  if (loaded.config.maintenance_threads < 1) {
+    return absl::InvalidArgumentError("server.maintenance_threads: must be at least 1");
   }
   if (loaded.config.max_inflight_searches < 1) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");

@@ -54,6 +54,11 @@ struct Config {
   std::string ready_file;
   // Seconds SIGTERM waits for in-flight requests before cancelling them. Default: 10.
   int shutdown_grace_seconds = 10;
+  // Threads for BuildIndex, Flush and background flushes (at least 1). They are separate from
+  // the two admin threads that serve Get and create/drop, so a build never starves reads; more
+  // threads run builds of different collections at once (their CPU work shares the arena).
+  // Default: 1.
+  int maintenance_threads = 1;
   // I/O backend: auto (io_uring, falling back to pread when the kernel refuses a ring),
   // uring or pread. Default: auto.
   std::string io_backend = "auto";
@@ -67,6 +72,16 @@ struct Config {
   bool io_direct = true;
   // Partition cache budget in bytes; 0 = 25% of physical memory. Default: 0.
   int64_t cache_bytes = 0;
+  // What one request may make the server hold (DESIGN I-9), estimated from its fields before
+  // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
+  // INVALID_ARGUMENT. Default: 100000.
+  int64_t max_candidates_per_query = 100000;
+  // Working memory of one Search or Get (queries, candidates, per-segment tables, response);
+  // past it: RESOURCE_EXHAUSTED. Default: 256 MiB.
+  int64_t max_request_bytes = 256ll << 20;
+  // The same estimate summed over every Search and Get running at once; past it:
+  // RESOURCE_EXHAUSTED (retry with backoff). Default: 1 GiB.
+  int64_t max_inflight_request_bytes = 1ll << 30;
 
   // cache_bytes with 0 resolved against the machine.
   int64_t EffectiveCacheBytes() const;

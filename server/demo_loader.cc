@@ -18,7 +18,9 @@ absl::Status LoadDemoCollection(storage::Catalog* catalog, const std::string& fi
         "demo: ", reader.status().message(), " (install the dataset-fashion-mnist package)"));
   }
   const uint64_t total = (*reader)->size_hint().value_or(0);
-  std::shared_ptr<storage::Collection> collection = catalog->Find(kDemoCollection);
+  auto found = catalog->Find(kDemoCollection);
+  if (!found.ok() && !absl::IsNotFound(found.status())) return found.status();  // broken
+  std::shared_ptr<storage::Collection> collection = found.ok() ? *found : nullptr;
   if (!collection) {
     storage::CollectionManifest manifest;
     manifest.name = kDemoCollection;

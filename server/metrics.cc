@@ -139,7 +139,7 @@ void Metrics::ObserveRpc(const std::string& method, int code, double seconds) {
   prometheus::Counter* counter;
   prometheus::Histogram* histogram;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto& c = request_counters_[{method, code}];
     if (c == nullptr) c = &requests_->Add({{"method", method}, {"code", CodeName(code)}});
     counter = c;
@@ -158,7 +158,7 @@ void Metrics::ObserveRpc(const std::string& method, int code, double seconds) {
 
 std::string Metrics::Render(const std::vector<CollectionSample>& collections,
                             const ArenaSample& arena, const StorageSample& storage) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::set<std::string> seen;
   for (const CollectionSample& c : collections) {
     seen.insert(c.name);

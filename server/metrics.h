@@ -22,10 +22,11 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -93,14 +94,16 @@ class Metrics {
   prometheus::Gauge* arena_queued_;
   prometheus::Counter* arena_busy_;
   // Sampled cumulative counters and gauges, by name.
-  std::map<std::string, prometheus::Counter*> sampled_counters_;
-  std::map<std::string, prometheus::Gauge*> sampled_gauges_;
-  void SetCounter(const std::string& name, double value);  // REQUIRES: mu_ held
+  absl::Mutex mu_;  // guards the maps below and serialises Render
+  std::map<std::string, prometheus::Counter*> sampled_counters_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Gauge*> sampled_gauges_ ABSL_GUARDED_BY(mu_);
+  void SetCounter(const std::string& name, double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;  // guards the maps below and serialises Render
-  std::map<std::pair<std::string, int>, prometheus::Counter*> request_counters_;
-  std::map<std::string, prometheus::Histogram*> latency_histograms_;
-  std::map<std::string, std::pair<prometheus::Gauge*, prometheus::Gauge*>> collection_gauges_;
+  std::map<std::pair<std::string, int>, prometheus::Counter*> request_counters_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Histogram*> latency_histograms_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<prometheus::Gauge*, prometheus::Gauge*>> collection_gauges_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::server

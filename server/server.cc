@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "server/demo_loader.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/raw_service.h"
 #include "server/shoal_service.h"
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/catalog.h"
@@ -28,8 +30,13 @@ struct Server::State {
   std::unique_ptr<storage::PartitionCache> cache;
   std::unique_ptr<storage::Catalog> catalog;
   std::unique_ptr<core::TbbExecutor> cpu;
+  // Blocking work that must answer promptly: Get's point reads, create/drop.
   std::unique_ptr<core::ThreadExecutor> admin;
+  // Blocking work that runs for minutes: BuildIndex, Flush, background flushes. Apart from
+  // `admin`, so builds cannot starve Get.
+  std::unique_ptr<core::ThreadExecutor> maintenance;
   std::unique_ptr<ShoalService> service;
+  std::unique_ptr<RawShoalService> raw_service;  // what gRPC calls; forwards to `service`
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HttpServer> http;
   std::atomic<bool> ready{false};
@@ -74,12 +81,18 @@ absl::Status Server::Start() {
   const int threads = config_.EffectiveCpuThreads();
   s.cpu = std::make_unique<core::TbbExecutor>(threads);
   s.admin = std::make_unique<core::ThreadExecutor>(2);
+  s.maintenance = std::make_unique<core::ThreadExecutor>(std::max(1, config_.maintenance_threads));
   s.service = std::make_unique<ShoalService>(
       s.catalog.get(), s.cpu.get(), s.admin.get(), &s.metrics,
       ShoalService::Options{
           config_.api_key, config_.max_inflight_searches, uint32_t(config_.search_default_nprobe),
           size_t(config_.search_batch_partitions), uint64_t(config_.search_batch_bytes),
-          uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows)});
+          uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows),
+          RequestLimits{uint64_t(config_.max_candidates_per_query),
+                        uint64_t(config_.max_request_bytes), uint64_t(config_.max_message_bytes)},
+          uint64_t(config_.max_inflight_request_bytes)});
+  s.raw_service = std::make_unique<RawShoalService>(s.service.get());
+  s.service->SetMaintenanceExecutor(s.maintenance.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -90,7 +103,7 @@ absl::Status Server::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(int(config_.max_message_bytes));
   builder.SetMaxSendMessageSize(int(config_.max_message_bytes));
-  builder.RegisterService(s.service.get());
+  builder.RegisterService(s.raw_service.get());
   s.grpc_server = builder.BuildAndStart();
   if (!s.grpc_server || s.grpc_port == 0) {
     return absl::UnavailableError(
@@ -98,7 +111,6 @@ absl::Status Server::Start() {
   }
   auto* health = s.grpc_server->GetHealthCheckService();
   s.service->SetHealthService(health);
-  for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
 
   s.http = std::make_unique<HttpServer>(HttpServer::Handlers{
       [&s] {
@@ -123,6 +135,12 @@ absl::Status Server::Start() {
   if (!http_port.ok()) return http_port.status();
   s.http_port = *http_port;
 
+  // SetServingStatus(bool) sets every service, per-collection ones included: first the server,
+  // then each collection (broken ones NOT_SERVING: they answer DATA_LOSS until dropped), then
+  // the demo loader, which flips its collection while it loads.
+  health->SetServingStatus(true);
+  for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
+  for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
   if (config_.demo) {
     s.admin->Submit([this, &s] {
       absl::Status loaded = LoadDemoCollection(
@@ -133,7 +151,6 @@ absl::Status Server::Start() {
     });
   }
 
-  health->SetServingStatus(true);
   s.ready.store(true);
   log->info(
       "shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
@@ -169,13 +186,15 @@ void Server::Shutdown() {
     log->debug("gRPC server stopped");
   }
   if (s.cpu) s.cpu->WaitIdle();
-  s.admin.reset();  // finishes the demo loader (it watches `stopping`)
+  s.maintenance.reset();  // drains its queue, like the admin one, before the catalog closes
+  s.admin.reset();        // finishes the demo loader (it watches `stopping`)
   log->debug("executors idle");
   if (s.catalog) {
     absl::Status closed = s.catalog->Close();
     if (!closed.ok()) log->error("closing collections: {}", closed.ToString());
   }
   if (s.http) s.http->Stop();
+  s.raw_service.reset();
   s.service.reset();
   s.catalog.reset();  // segments close their files in the scheduler
   s.cache.reset();

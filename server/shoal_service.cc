@@ -2,9 +2,12 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
 #include "core/index/ivf_search.h"
+#include "core/index/partition_scan.h"
 #include "server/convert.h"
 #include "server/unary_reactor.h"
 #include "server/validation.h"
@@ -12,19 +15,6 @@
 
 namespace shoal::server {
 namespace {
-
-using grpc::CallbackServerContext;
-using grpc::ServerUnaryReactor;
-
-// The client's deadline as a CancelToken (no deadline: a token that never expires).
-std::shared_ptr<core::CancelToken> TokenFor(const CallbackServerContext* ctx) {
-  const auto deadline = ctx->deadline();
-  const auto left = deadline - std::chrono::system_clock::now();
-  if (left > std::chrono::hours(24 * 365)) return std::make_shared<core::CancelToken>();
-  return std::make_shared<core::CancelToken>(
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
-}
 
 void StoredPointToProto(const storage::StoredPoint& stored, v1::Point* out) {
   out->set_id(stored.id);
@@ -38,10 +28,6 @@ void StoredPointToProto(const storage::StoredPoint& stored, v1::Point* out) {
 
 }  // namespace
 
-UnaryReactor* ShoalService::NewReactor(CallbackServerContext* ctx, const char* method) const {
-  return new UnaryReactor(metrics_, method, TokenFor(ctx));
-}
-
 std::string CollectionHealthName(const std::string& collection) {
   return absl::StrCat("shoal.v1.Shoal/", collection);
 }
@@ -52,7 +38,8 @@ ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core:
       cpu_(cpu),
       admin_(admin),
       metrics_(metrics),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      inflight_bytes_(options_.max_inflight_request_bytes) {}
 
 void ShoalService::SetCollectionServing(const std::string& collection, bool serving) {
   if (health_) health_->SetServingStatus(CollectionHealthName(collection), serving);
@@ -85,15 +72,44 @@ absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::AdmitAndLooku
 absl::StatusOr<std::shared_ptr<storage::Collection>> ShoalService::Lookup(const std::string& name,
                                                                           const char* field) const {
   if (auto s = ValidateCollectionName(name, field); !s.ok()) return s;
-  auto collection = catalog_->Find(name);
-  if (!collection) {
-    return absl::NotFoundError(absl::StrCat(field, ": collection '", name, "' does not exist"));
+  auto collection = catalog_->Find(name);  // NOT_FOUND, or DATA_LOSS for a broken collection
+  if (!collection.ok()) {
+    return absl::Status(collection.status().code(),
+                        absl::StrCat(field, ": ", collection.status().message()));
   }
   return collection;
 }
 
+bool ShoalService::FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const {
+  for (const storage::BrokenCollection& b : catalog_->Broken()) {
+    if (b.name != name) continue;
+    info->set_name(b.name);
+    if (b.manifest) {
+      info->set_dim(b.manifest->dim);
+      info->set_metric(ToProto(b.manifest->metric));
+      *info->mutable_index() = ToProto(b.manifest->index);
+    }
+    info->set_index_state(v1::INDEX_STATE_BROKEN);
+    info->set_error(std::string(b.error.message()));
+    return true;
+  }
+  return false;
+}
+
+void ShoalService::AddBrokenInfos(v1::ListCollectionsResponse* resp) const {
+  for (const storage::BrokenCollection& b : catalog_->Broken()) {
+    FillBrokenInfo(b.name, resp->add_collections());
+  }
+  auto* list = resp->mutable_collections();
+  std::sort(list->pointer_begin(), list->pointer_end(),
+            [](const v1::CollectionInfo* a, const v1::CollectionInfo* b) {
+              return a->name() < b->name();
+            });
+}
+
 void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const {
-  const auto& m = c.manifest();
+  const std::shared_ptr<const storage::CollectionManifest> manifest = c.manifest();
+  const storage::CollectionManifest& m = *manifest;
   const storage::CollectionStats stats = c.Stats();
   info->set_name(m.name);
   info->set_dim(m.dim);
@@ -113,22 +129,21 @@ void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* in
   info->set_disk_bytes(stats.disk_bytes);
 }
 
-ServerUnaryReactor* ShoalService::CreateCollection(CallbackServerContext* ctx,
-                                                   const v1::CreateCollectionRequest* req,
-                                                   v1::CreateCollectionResponse*) {
-  auto* r = NewReactor(ctx, "CreateCollection");
+void ShoalService::CreateCollection(CallbackServerContext* ctx, UnaryReactor* r,
+                                    const v1::CreateCollectionRequest* req,
+                                    v1::CreateCollectionResponse*) {
   absl::Status s = Admit(ctx);
   if (s.ok()) s = ValidateCreate(*req);
   if (!s.ok()) {
     r->FinishWith(s);
-    return r;
+    return;
   }
   storage::CollectionManifest manifest;
   manifest.name = req->name();
   manifest.dim = req->dim();
   manifest.metric = FromProto(req->metric());
   manifest.index = FromProto(req->index());
-  admin_->Submit([this, r, manifest = std::move(manifest)]() mutable {
+  admin_->Submit(Guarded(r, [this, r, manifest = std::move(manifest)]() mutable {
     const std::string name = manifest.name;
     auto created = catalog_->Create(std::move(manifest));
     if (created.ok()) {
@@ -136,238 +151,281 @@ ServerUnaryReactor* ShoalService::CreateCollection(CallbackServerContext* ctx,
       core::Logger("server")->info("created collection '{}'", name);
     }
     r->FinishWith(created.status());
-  });
-  return r;
+  }));
 }
 
-ServerUnaryReactor* ShoalService::DropCollection(CallbackServerContext* ctx,
-                                                 const v1::DropCollectionRequest* req,
-                                                 v1::DropCollectionResponse*) {
-  auto* r = NewReactor(ctx, "DropCollection");
+void ShoalService::DropCollection(CallbackServerContext* ctx, UnaryReactor* r,
+                                  const v1::DropCollectionRequest* req,
+                                  v1::DropCollectionResponse*) {
   absl::Status s = Admit(ctx);
   if (s.ok()) s = ValidateCollectionName(req->name(), "name");
   if (!s.ok()) {
     r->FinishWith(s);
-    return r;
+    return;
   }
-  admin_->Submit([this, r, name = req->name()] {
+  admin_->Submit(Guarded(r, [this, r, name = req->name()] {
     absl::Status dropped = catalog_->Drop(name);
     if (dropped.ok()) {
       SetCollectionServing(name, false);
       core::Logger("server")->info("dropped collection '{}'", name);
     }
     r->FinishWith(dropped);
-  });
-  return r;
+  }));
 }
 
-ServerUnaryReactor* ShoalService::ListCollections(CallbackServerContext* ctx,
-                                                  const v1::ListCollectionsRequest*,
-                                                  v1::ListCollectionsResponse* resp) {
-  auto* r = NewReactor(ctx, "ListCollections");
+void ShoalService::ListCollections(CallbackServerContext* ctx, UnaryReactor* r,
+                                   const v1::ListCollectionsRequest*,
+                                   v1::ListCollectionsResponse* resp) {
   absl::Status s = Admit(ctx);
   if (s.ok()) {
     for (const auto& c : catalog_->List()) FillInfo(*c, resp->add_collections());
+    AddBrokenInfos(resp);
   }
   r->FinishWith(s);
-  return r;
 }
 
-ServerUnaryReactor* ShoalService::DescribeCollection(CallbackServerContext* ctx,
-                                                     const v1::DescribeCollectionRequest* req,
-                                                     v1::CollectionInfo* resp) {
-  auto* r = NewReactor(ctx, "DescribeCollection");
+void ShoalService::DescribeCollection(CallbackServerContext* ctx, UnaryReactor* r,
+                                      const v1::DescribeCollectionRequest* req,
+                                      v1::CollectionInfo* resp) {
   auto c = AdmitAndLookup(ctx, req->name(), "name");
   if (c.ok()) FillInfo(**c, resp);
-  r->FinishWith(c.status());
-  return r;
+  // A broken collection is described (state and reason), not refused.
+  const bool broken = absl::IsDataLoss(c.status()) && FillBrokenInfo(req->name(), resp);
+  r->FinishWith(broken ? absl::OkStatus() : c.status());
 }
 
-ServerUnaryReactor* ShoalService::Upsert(CallbackServerContext* ctx, const v1::UpsertRequest* req,
-                                         v1::UpsertResponse* resp) {
-  auto* r = NewReactor(ctx, "Upsert");
+void ShoalService::Upsert(CallbackServerContext* ctx, UnaryReactor* r, const v1::UpsertRequest* req,
+                          v1::UpsertResponse* resp) {
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateUpsert(*req, (*c)->dim());
   if (!s.ok()) {
     r->FinishWith(s);
-    return r;
+    return;
   }
   (*c)->Upsert(ToPointRecords(*req), [this, r, resp, collection = *c](absl::StatusOr<uint64_t> n) {
     if (n.ok()) resp->set_upserted(*n);
     r->FinishWith(n.status());
     if (n.ok()) MaybeFlush(collection);
   });
-  return r;
 }
 
-ServerUnaryReactor* ShoalService::Delete(CallbackServerContext* ctx, const v1::DeleteRequest* req,
-                                         v1::DeleteResponse* resp) {
-  auto* r = NewReactor(ctx, "Delete");
+void ShoalService::Delete(CallbackServerContext* ctx, UnaryReactor* r, const v1::DeleteRequest* req,
+                          v1::DeleteResponse* resp) {
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateIds(req->ids());
   if (!s.ok()) {
     r->FinishWith(s);
-    return r;
+    return;
   }
   std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
   (*c)->Delete(std::move(ids), [r, resp](absl::StatusOr<uint64_t> n) {
     if (n.ok()) resp->set_deleted(*n);
     r->FinishWith(n.status());
   });
-  return r;
 }
 
-ServerUnaryReactor* ShoalService::Get(CallbackServerContext* ctx, const v1::GetRequest* req,
-                                      v1::GetResponse* resp) {
-  auto* r = NewReactor(ctx, "Get");
+void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::GetRequest* req,
+                       v1::GetResponse* resp) {
   auto c = AdmitAndLookup(ctx, req->collection(), "collection");
   absl::Status s = c.status();
   if (s.ok()) s = ValidateIds(req->ids());
-  if (!s.ok()) {
-    r->FinishWith(s);
-    return r;
+  absl::StatusOr<uint64_t> cost = s.ok() ? GetCost(*req, (*c)->dim(), options_.limits) : s;
+  if (!cost.ok()) {
+    r->FinishWith(cost.status());
+    return;
+  }
+  absl::StatusOr<InflightBytes::Reservation> reservation = inflight_bytes_.Acquire(*cost);
+  if (!reservation.ok()) {
+    r->FinishWith(reservation.status());
+    return;
   }
   // Rows in segments are read with blocking preads: off the gRPC thread, off the arena.
-  admin_->Submit([r, req, resp, collection = *c] {
-    std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
-    for (const auto& p : collection->Get(ids, req->include_vectors())) {
-      StoredPointToProto(p, resp->add_points());
-    }
-    r->FinishWith(absl::OkStatus());
-  });
-  return r;
+  admin_->Submit(
+      Guarded(r, [this, r, req, resp, collection = *c, reservation = *std::move(reservation)] {
+        std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
+        absl::Status status;
+        uint64_t wire_bytes = 0;
+        for (const auto& p : collection->Get(ids, req->include_vectors())) {
+          // Attributes are not in the estimate: count the real size as the response grows.
+          wire_bytes += p.vector.size() * sizeof(float) + p.attributes.size() + 16;
+          if (wire_bytes > options_.limits.max_response_bytes) {
+            status = absl::ResourceExhaustedError(absl::StrCat(
+                "the response would be over server.max_message_bytes (",
+                options_.limits.max_response_bytes, " bytes); ask for fewer ids per request"));
+            break;
+          }
+          StoredPointToProto(p, resp->add_points());
+        }
+        r->FinishWith(status);
+      }));
 }
 
-ServerUnaryReactor* ShoalService::Search(CallbackServerContext* ctx, const v1::SearchRequest* req,
-                                         v1::SearchResponse* resp) {
-  auto* r = NewReactor(ctx, "Search");
-  auto found = AdmitAndLookup(ctx, req->collection(), "collection");
-  absl::Status s = found.status();
-  if (s.ok()) s = ValidateSearch(*req, (*found)->dim());
-  if (s.ok() && inflight_searches_.fetch_add(1) >= options_.max_inflight_searches) {
-    inflight_searches_.fetch_sub(1);
-    s = absl::ResourceExhaustedError(absl::StrCat(
-        "too many searches in flight (search.max_inflight = ", options_.max_inflight_searches,
-        "); retry with backoff"));
-  }
-  if (!s.ok()) {
-    r->FinishWith(s);
-    return r;
-  }
-  metrics_->search_inflight().Increment();
-  std::shared_ptr<storage::Collection> collection = *std::move(found);
-  const std::shared_ptr<core::CancelToken>& token = r->cancel_token();
+namespace {
 
+// The search as the engine takes it: the collection's snapshot and the request's queries.
+core::IvfSearchRequest ToEngineRequest(const storage::Collection& collection,
+                                       storage::SearchSnapshot snapshot,
+                                       const v1::SearchRequest& req, uint32_t nprobe) {
   core::IvfSearchRequest search;
-  storage::SearchSnapshot snapshot = collection->SearchView();
-  const uint32_t dim = collection->dim();
+  const uint32_t dim = collection.dim();
   search.segments = std::move(snapshot.segments);
   search.memtable = std::move(snapshot.memtable);
   search.dim = dim;
-  search.num_queries = size_t(req->queries_size());
+  search.num_queries = size_t(req.queries_size());
   search.queries.resize(search.num_queries * dim);
-  for (int i = 0; i < req->queries_size(); ++i) {
+  for (int i = 0; i < req.queries_size(); ++i) {
     float* q = search.queries.data() + size_t(i) * dim;
-    std::copy(req->queries(i).values().begin(), req->queries(i).values().end(), q);
-    if (collection->metric() == core::Metric::kCosine) core::NormalizeInPlace(q, dim);
+    std::copy(req.queries(i).values().begin(), req.queries(i).values().end(), q);
+    if (collection.metric() == core::Metric::kCosine) core::NormalizeInPlace(q, dim);
   }
-  search.k = req->k();
-  search.metric = collection->metric();
-  const uint32_t collection_nprobe = collection->manifest().index.default_nprobe;
-  search.nprobe = req->nprobe()       ? req->nprobe()
-                  : collection_nprobe ? collection_nprobe
-                                      : options_.default_nprobe;
-  search.refine_factor = req->refine_factor();
-  search.cancel = token;
+  search.k = req.k();
+  search.metric = collection.metric();
+  search.nprobe = nprobe;
+  search.refine_factor = req.refine_factor();
+  return search;
+}
+
+SearchShape ShapeOf(const storage::Collection& collection, const storage::SearchSnapshot& snapshot,
+                    uint32_t nprobe) {
+  SearchShape shape;
+  shape.dim = collection.dim();
+  shape.nprobe = nprobe;
+  shape.num_segments = uint32_t(snapshot.segments.size());
+  for (const core::IvfSegmentRef& seg : snapshot.segments) {
+    shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
+  }
+  return shape;
+}
+
+}  // namespace
+
+void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1::SearchRequest* req,
+                          v1::SearchResponse* resp) {
+  auto found = AdmitAndLookup(ctx, req->collection(), "collection");
+  absl::Status s = found.status();
+  if (s.ok()) s = ValidateSearch(*req, (*found)->dim());
+  if (!s.ok()) {
+    r->FinishWith(s);
+    return;
+  }
+  std::shared_ptr<storage::Collection> collection = *std::move(found);
+  const uint32_t collection_nprobe = collection->manifest()->index.default_nprobe;
+  const uint32_t nprobe = req->nprobe()       ? req->nprobe()
+                          : collection_nprobe ? collection_nprobe
+                                              : options_.default_nprobe;
+  storage::SearchSnapshot snapshot = collection->SearchView();
+  absl::StatusOr<uint64_t> cost =
+      SearchCost(*req, ShapeOf(*collection, snapshot, nprobe), options_.limits);
+  if (!cost.ok()) {
+    r->FinishWith(cost.status());
+    return;
+  }
+  if (inflight_searches_.fetch_add(1) >= options_.max_inflight_searches) {
+    inflight_searches_.fetch_sub(1);
+    r->FinishWith(absl::ResourceExhaustedError(absl::StrCat(
+        "too many searches in flight (search.max_inflight = ", options_.max_inflight_searches,
+        "); retry with backoff")));
+    return;
+  }
+  auto reservation = inflight_bytes_.Acquire(*cost);
+  if (!reservation.ok()) {
+    inflight_searches_.fetch_sub(1);
+    r->FinishWith(reservation.status());
+    return;
+  }
+  metrics_->search_inflight().Increment();
+  core::IvfSearchRequest search = ToEngineRequest(*collection, std::move(snapshot), *req, nprobe);
+  search.cancel = r->cancel_token();
   search.options.batch_partitions = options_.batch_partitions;
   search.options.batch_bytes = options_.batch_bytes;
   search.options.max_pinned_bytes = options_.max_pinned_bytes;
-  core::IvfSearch(
-      *cpu_, std::move(search),
-      [this, r, req, resp, collection](absl::StatusOr<std::vector<core::QueryResult>> results) {
-        inflight_searches_.fetch_sub(1);
-        metrics_->search_inflight().Decrement();
-        if (!results.ok()) return r->FinishWith(results.status());
-        const bool want_points = req->include_vectors() || req->include_attributes();
-        for (const core::QueryResult& result : *results) {
-          v1::SearchResult* out = resp->add_results();
-          ToProto(result.stats, out->mutable_stats());
-          for (const core::Neighbor& n : result.neighbors) {
-            v1::SearchHit* hit = out->add_hits();
-            hit->set_id(n.id);
-            hit->set_distance(n.distance);
-          }
-        }
-        if (!want_points) return r->FinishWith(absl::OkStatus());
-        // Vectors and attributes may live in segments (blocking reads): not on the arena.
-        admin_->Submit([r, req, resp, collection] {
-          for (v1::SearchResult& result : *resp->mutable_results()) {
-            for (v1::SearchHit& hit : *result.mutable_hits()) {
-              const uint64_t id = hit.id();
-              for (const auto& p : collection->Get({&id, 1}, req->include_vectors())) {
-                hit.mutable_vector()->Assign(p.vector.begin(), p.vector.end());
-                if (req->include_attributes() && !p.attributes.empty()) {
-                  if (auto attrs = storage::DecodeAttributes(p.attributes); attrs.ok()) {
-                    ToProto(*attrs, hit.mutable_attributes());
-                  }
-                }
-              }
-            }
-          }
-          r->FinishWith(absl::OkStatus());
-        });
-      });
-  return r;
+  auto done = [this, r, req, resp, collection, reservation = *std::move(reservation)](
+                  absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
+    inflight_searches_.fetch_sub(1);
+    metrics_->search_inflight().Decrement();
+    if (!results.ok()) return r->FinishWith(results.status());
+    for (const core::QueryResult& result : *results) {
+      v1::SearchResult* out = resp->add_results();
+      ToProto(result.stats, out->mutable_stats());
+      for (const core::Neighbor& n : result.neighbors) {
+        v1::SearchHit* hit = out->add_hits();
+        hit->set_id(n.id);
+        hit->set_distance(n.distance);
+      }
+    }
+    if (!req->include_vectors() && !req->include_attributes()) {
+      return r->FinishWith(absl::OkStatus());
+    }
+    // Vectors and attributes may live in segments (blocking reads): not on the arena.
+    admin_->Submit(Guarded(r, [r, req, resp, collection, reservation = std::move(reservation)] {
+      AttachPoints(*collection, *req, resp);
+      r->FinishWith(absl::OkStatus());
+    }));
+  };
+  core::IvfSearch(*cpu_, std::move(search), Guarded(r, std::move(done)));
 }
 
-// BuildIndex and Flush: block an admin thread for the work; the CPU part runs on the arena
-// (I-2), so no arena thread waits.
+void ShoalService::AttachPoints(const storage::Collection& collection, const v1::SearchRequest& req,
+                                v1::SearchResponse* resp) {
+  for (v1::SearchResult& result : *resp->mutable_results()) {
+    for (v1::SearchHit& hit : *result.mutable_hits()) {
+      const uint64_t id = hit.id();
+      for (const auto& p : collection.Get({&id, 1}, req.include_vectors())) {
+        hit.mutable_vector()->Assign(p.vector.begin(), p.vector.end());
+        if (req.include_attributes() && !p.attributes.empty()) {
+          if (auto attrs = storage::DecodeAttributes(p.attributes); attrs.ok()) {
+            ToProto(*attrs, hit.mutable_attributes());
+          }
+        }
+      }
+    }
+  }
+}
+
+// BuildIndex and Flush: block a maintenance thread for the work (never an admin one, so a build
+// cannot starve Get or create/drop); the CPU part runs on the arena (I-2), so no arena thread
+// waits.
 template <typename Response>
-ServerUnaryReactor* ShoalService::RunMaintenance(
-    CallbackServerContext* ctx, const char* method, const std::string& name, Response* resp,
+void ShoalService::RunMaintenance(
+    CallbackServerContext* ctx, UnaryReactor* r, const std::string& name, Response* resp,
     absl::StatusOr<std::string> (storage::Collection::*op)(core::Executor&)) {
-  auto* r = NewReactor(ctx, method);
   auto c = AdmitAndLookup(ctx, name, "collection");
   if (!c.ok()) {
     r->FinishWith(c.status());
-    return r;
+    return;
   }
-  admin_->Submit([this, r, resp, op, collection = *c] {
+  maintenance()->Submit(Guarded(r, [this, r, resp, op, collection = *c] {
     auto message = ((*collection).*op)(*cpu_);
     if (message.ok()) resp->set_message(*message);
     r->FinishWith(message.status());
-  });
-  return r;
+  }));
 }
 
-ServerUnaryReactor* ShoalService::BuildIndex(CallbackServerContext* ctx,
-                                             const v1::BuildIndexRequest* req,
-                                             v1::BuildIndexResponse* resp) {
-  return RunMaintenance(ctx, "BuildIndex", req->collection(), resp,
-                        &storage::Collection::BuildIndex);
+void ShoalService::BuildIndex(CallbackServerContext* ctx, UnaryReactor* r,
+                              const v1::BuildIndexRequest* req, v1::BuildIndexResponse* resp) {
+  RunMaintenance(ctx, r, req->collection(), resp, &storage::Collection::BuildIndex);
 }
 
-ServerUnaryReactor* ShoalService::Flush(CallbackServerContext* ctx, const v1::FlushRequest* req,
-                                        v1::FlushResponse* resp) {
-  return RunMaintenance(ctx, "Flush", req->collection(), resp, &storage::Collection::Flush);
+void ShoalService::Flush(CallbackServerContext* ctx, UnaryReactor* r, const v1::FlushRequest* req,
+                         v1::FlushResponse* resp) {
+  RunMaintenance(ctx, r, req->collection(), resp, &storage::Collection::Flush);
 }
-
 void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collection) {
   const storage::CollectionStats stats = collection->Stats();
   if (stats.num_segments == 0 || stats.memtable_rows < options_.flush_rows) return;
   {
-    std::lock_guard<std::mutex> lock(flush_mu_);
+    absl::MutexLock lock(&flush_mu_);
     if (!flushing_.insert(collection->name()).second) return;
   }
-  admin_->Submit([this, collection] {
+  maintenance()->Submit([this, collection] {
     auto flushed = collection->Flush(*cpu_);
     if (!flushed.ok()) {
       core::Logger("server")->error("{}: background flush failed: {}", collection->name(),
                                     flushed.status().ToString());
     }
-    std::lock_guard<std::mutex> lock(flush_mu_);
+    absl::MutexLock lock(&flush_mu_);
     flushing_.erase(collection->name());
   });
 }

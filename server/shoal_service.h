@@ -1,9 +1,13 @@
-// ShoalService: the shoal.v1.Shoal gRPC service on the callback API.
+// ShoalService: the handlers of the shoal.v1.Shoal service (gRPC reaches them through
+// RawShoalService, raw_service.h, which parses the request and owns it and the response).
 //
-// Handlers validate the request (I-7), then hand the work on and return at once: searches go
-// to the CPU arena (core::FlatSearch), writes to the collection's WAL, create/drop (which
-// fsync and rename) to the admin executor. The response is finished later from whichever
-// thread completes the work; no handler blocks a gRPC thread.
+// Handlers validate the request (I-7) and bound its cost (I-9, request_limits.h), then hand
+// the work on as their last step and return at once: searches go to the CPU arena
+// (core::IvfSearch), writes to the collection's WAL, create/drop (which fsync and rename) and
+// reads of stored rows to the admin executor, BuildIndex / Flush to the maintenance one. The
+// call is finished later from whichever thread completes the work; no handler blocks a gRPC
+// thread. Work finished on other threads is wrapped in Guarded(), so an exception answers
+// INTERNAL naming the method.
 //
 // Thread-safety: all methods are called concurrently by gRPC; shared state is atomic or
 // lives in thread-safe components (Catalog, Metrics, executors).
@@ -13,23 +17,26 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
 #include "server/metrics.h"
-#include "shoal/v1/shoal.grpc.pb.h"
+#include "server/request_limits.h"
+#include "shoal/v1/shoal.pb.h"
 #include "storage/collection/catalog.h"
 
 namespace shoal::server {
 
 class UnaryReactor;
+using grpc::CallbackServerContext;
 
 // The health service name of a collection: "shoal.v1.Shoal/<collection>".
 std::string CollectionHealthName(const std::string& collection);
 
-class ShoalService final : public v1::Shoal::CallbackService {
+class ShoalService final {
  public:
   struct Options {
     std::string api_key;  // empty = no authentication
@@ -39,6 +46,8 @@ class ShoalService final : public v1::Shoal::CallbackService {
     uint64_t batch_bytes = 8ull << 20;
     uint64_t max_pinned_bytes = 64ull << 20;
     uint64_t flush_rows = 200000;  // memtable rows that trigger a background flush
+    RequestLimits limits;
+    uint64_t max_inflight_request_bytes = 1ull << 30;
   };
 
   ShoalService(storage::Catalog* catalog, core::Executor* cpu, core::Executor* admin,
@@ -47,38 +56,40 @@ class ShoalService final : public v1::Shoal::CallbackService {
   // Called once the gRPC server exists (the health service belongs to it).
   void SetHealthService(grpc::HealthCheckServiceInterface* health) { health_ = health; }
   void SetCollectionServing(const std::string& collection, bool serving);
+  // Where BuildIndex, Flush and background flushes run, apart from the admin executor that
+  // serves Get and create/drop (a build holds its thread for minutes). Unset: the admin one.
+  // REQUIRES: called before the server starts.
+  void SetMaintenanceExecutor(core::Executor* maintenance) { maintenance_ = maintenance; }
 
   // From now on every new RPC gets UNAVAILABLE (graceful shutdown).
   void StopAdmitting() { admitting_.store(false); }
   int64_t inflight_searches() const { return inflight_searches_.load(); }
 
-  grpc::ServerUnaryReactor* CreateCollection(grpc::CallbackServerContext* ctx,
-                                             const v1::CreateCollectionRequest* req,
-                                             v1::CreateCollectionResponse* resp) override;
-  grpc::ServerUnaryReactor* DropCollection(grpc::CallbackServerContext* ctx,
-                                           const v1::DropCollectionRequest* req,
-                                           v1::DropCollectionResponse* resp) override;
-  grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* ctx,
-                                            const v1::ListCollectionsRequest* req,
-                                            v1::ListCollectionsResponse* resp) override;
-  grpc::ServerUnaryReactor* DescribeCollection(grpc::CallbackServerContext* ctx,
-                                               const v1::DescribeCollectionRequest* req,
-                                               v1::CollectionInfo* resp) override;
-  grpc::ServerUnaryReactor* Upsert(grpc::CallbackServerContext* ctx, const v1::UpsertRequest* req,
-                                   v1::UpsertResponse* resp) override;
-  grpc::ServerReadReactor<v1::UpsertRequest>* UpsertStream(grpc::CallbackServerContext* ctx,
-                                                           v1::UpsertResponse* resp) override;
-  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx, const v1::DeleteRequest* req,
-                                   v1::DeleteResponse* resp) override;
-  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetRequest* req,
-                                v1::GetResponse* resp) override;
-  grpc::ServerUnaryReactor* Search(grpc::CallbackServerContext* ctx, const v1::SearchRequest* req,
-                                   v1::SearchResponse* resp) override;
-  grpc::ServerUnaryReactor* BuildIndex(grpc::CallbackServerContext* ctx,
-                                       const v1::BuildIndexRequest* req,
-                                       v1::BuildIndexResponse* resp) override;
-  grpc::ServerUnaryReactor* Flush(grpc::CallbackServerContext* ctx, const v1::FlushRequest* req,
-                                  v1::FlushResponse* resp) override;
+  // The handlers. Each finishes `r` exactly once, now or later from another thread; `req` and
+  // `resp` live until then (they belong to `r`).
+  void CreateCollection(CallbackServerContext* ctx, UnaryReactor* r,
+                        const v1::CreateCollectionRequest* req, v1::CreateCollectionResponse* resp);
+  void DropCollection(CallbackServerContext* ctx, UnaryReactor* r,
+                      const v1::DropCollectionRequest* req, v1::DropCollectionResponse* resp);
+  void ListCollections(CallbackServerContext* ctx, UnaryReactor* r,
+                       const v1::ListCollectionsRequest* req, v1::ListCollectionsResponse* resp);
+  void DescribeCollection(CallbackServerContext* ctx, UnaryReactor* r,
+                          const v1::DescribeCollectionRequest* req, v1::CollectionInfo* resp);
+  void Upsert(CallbackServerContext* ctx, UnaryReactor* r, const v1::UpsertRequest* req,
+              v1::UpsertResponse* resp);
+  void Delete(CallbackServerContext* ctx, UnaryReactor* r, const v1::DeleteRequest* req,
+              v1::DeleteResponse* resp);
+  void Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::GetRequest* req,
+           v1::GetResponse* resp);
+  void Search(CallbackServerContext* ctx, UnaryReactor* r, const v1::SearchRequest* req,
+              v1::SearchResponse* resp);
+  void BuildIndex(CallbackServerContext* ctx, UnaryReactor* r, const v1::BuildIndexRequest* req,
+                  v1::BuildIndexResponse* resp);
+  void Flush(CallbackServerContext* ctx, UnaryReactor* r, const v1::FlushRequest* req,
+             v1::FlushResponse* resp);
+  // Client streaming: raw messages, parsed one by one (upsert_stream.cc).
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UpsertStream(CallbackServerContext* ctx,
+                                                          grpc::ByteBuffer* resp);
 
   // Shared by the handlers and the streaming reactor.
   absl::Status Admit(grpc::CallbackServerContext* ctx) const;
@@ -91,15 +102,21 @@ class ShoalService final : public v1::Shoal::CallbackService {
 
  private:
   void FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const;
+  // Search with include_vectors / include_attributes: the hits' stored points (blocking reads).
+  static void AttachPoints(const storage::Collection& collection, const v1::SearchRequest& req,
+                           v1::SearchResponse* resp);
+  // State BROKEN and the reason; false when `name` is not a broken collection.
+  bool FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const;
+  // Appends the broken collections, then sorts the list by name.
+  void AddBrokenInfos(v1::ListCollectionsResponse* resp) const;
+  core::Executor* maintenance() const { return maintenance_ ? maintenance_ : admin_; }
   // Queues a background flush when an indexed collection's memtable has grown past
   // options_.flush_rows (one at a time per collection).
   void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
   template <typename Response>
-  grpc::ServerUnaryReactor* RunMaintenance(
-      grpc::CallbackServerContext* ctx, const char* method, const std::string& name, Response* resp,
-      absl::StatusOr<std::string> (storage::Collection::*op)(core::Executor&));
-  // The reactor for one unary call, with the call's deadline as its cancel token.
-  UnaryReactor* NewReactor(grpc::CallbackServerContext* ctx, const char* method) const;
+  void RunMaintenance(CallbackServerContext* ctx, UnaryReactor* r, const std::string& name,
+                      Response* resp,
+                      absl::StatusOr<std::string> (storage::Collection::*op)(core::Executor&));
 
   storage::Catalog* const catalog_;
   core::Executor* const cpu_;
@@ -107,10 +124,13 @@ class ShoalService final : public v1::Shoal::CallbackService {
   Metrics* const metrics_;
   const Options options_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
+  core::Executor* maintenance_ = nullptr;
   std::atomic<bool> admitting_{true};
   std::atomic<int64_t> inflight_searches_{0};
-  mutable std::mutex flush_mu_;
-  std::set<std::string> flushing_;  // guarded by flush_mu_: background flushes queued or running
+  InflightBytes inflight_bytes_;  // estimates of the Searches and Gets running (I-9)
+  absl::Mutex flush_mu_;
+  // Collections with a background flush queued or running.
+  std::set<std::string> flushing_ ABSL_GUARDED_BY(flush_mu_);
 };
 
 }  // namespace shoal::server

@@ -5,12 +5,14 @@
 // stops reading (flow control reaches the client through HTTP/2) and resumes when a commit
 // completes. The single response is sent when the client has half-closed and every message
 // is durable, or at the first error.
-#include <mutex>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/convert.h"
 #include "server/shoal_service.h"
+#include "server/unary_reactor.h"
 #include "server/validation.h"
 #include "storage/format/wal_format.h"
 
@@ -23,22 +25,22 @@ constexpr int kMaxOutstanding = 4;
 // with mu_ released. After Finish() gRPC may run OnDone() (delete this) on another thread at
 // once, so nothing touches the reactor after calling it; and a WAL that refuses a write calls
 // back inline, which must not find mu_ held.
-class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertRequest> {
+class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   UpsertStreamReactor(ShoalService* service, grpc::CallbackServerContext* ctx,
-                      v1::UpsertResponse* resp)
-      : service_(service), resp_(resp), start_(std::chrono::steady_clock::now()) {
+                      grpc::ByteBuffer* wire_response)
+      : service_(service), wire_response_(wire_response), start_(std::chrono::steady_clock::now()) {
     service_->metrics()->RpcStarted();
     absl::Status admitted = service_->Admit(ctx);
     std::optional<grpc::Status> finish;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!admitted.ok()) {
         FailLocked(admitted);
         finish = MaybeFinishLocked();
       } else {
         reading_ = true;
-        StartRead(&request_);
+        StartRead(&raw_);
       }
     }
     if (finish) Finish(*finish);
@@ -49,7 +51,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
     std::shared_ptr<storage::Collection> target;
     std::vector<storage::PointRecord> records;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       reading_ = false;
       if (!ok) {  // the client half-closed (or the call broke)
         input_done_ = true;
@@ -85,8 +87,14 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   }
 
  private:
-  // Validates request_ and binds the stream to its collection on the first message.
-  absl::Status Accept() {
+  // Parses and validates the message just read and binds the stream to its collection on the
+  // first one.
+  absl::Status Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    request_.Clear();
+    if (absl::Status parsed = ParseRaw(raw_, &request_); !parsed.ok()) {
+      return absl::Status(parsed.code(),
+                          absl::StrCat("message ", message_index_, ": ", parsed.message()));
+    }
     if (!collection_) {
       auto c = service_->Lookup(request_.collection(), "collection");
       if (!c.ok()) return c.status();
@@ -105,7 +113,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   void OnCommitted(absl::StatusOr<uint64_t> n) {
     std::optional<grpc::Status> finish;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --outstanding_;
       if (!n.ok()) {
         FailLocked(n.status());
@@ -118,21 +126,28 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
     if (finish) Finish(*finish);
   }
 
-  void ReadNextLocked() {
+  void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     reading_ = true;
-    StartRead(&request_);
+    StartRead(&raw_);
   }
 
-  void FailLocked(const absl::Status& s) {
+  void FailLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (error_.ok()) error_ = s;
     input_done_ = true;  // stop reading; finish once commits in flight have reported
   }
 
   // The status to finish with, once: when input is done and no commit is outstanding.
-  std::optional<grpc::Status> MaybeFinishLocked() {
+  std::optional<grpc::Status> MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || !input_done_ || outstanding_ > 0) return std::nullopt;
     finished_ = true;
-    if (error_.ok()) resp_->set_upserted(upserted_);
+    if (error_.ok()) {
+      v1::UpsertResponse response;
+      response.set_upserted(upserted_);
+      bool own_buffer = false;
+      grpc::Status s = grpc::SerializationTraits<v1::UpsertResponse>::Serialize(
+          response, wire_response_, &own_buffer);
+      if (!s.ok()) error_ = absl::InternalError("UpsertStream: the response does not serialise");
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     service_->metrics()->ObserveRpc("UpsertStream", int(error_.code()), seconds);
@@ -140,25 +155,26 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<v1::UpsertReque
   }
 
   ShoalService* const service_;
-  v1::UpsertResponse* const resp_;
+  grpc::ByteBuffer* const wire_response_;
   const std::chrono::steady_clock::time_point start_;
 
-  std::mutex mu_;  // guards everything below
-  v1::UpsertRequest request_;
-  std::shared_ptr<storage::Collection> collection_;
-  bool reading_ = false;
-  bool input_done_ = false;
-  bool finished_ = false;
-  int outstanding_ = 0;
-  uint64_t message_index_ = 0;
-  uint64_t upserted_ = 0;
-  absl::Status error_;
+  absl::Mutex mu_;
+  grpc::ByteBuffer raw_ ABSL_GUARDED_BY(mu_);  // the message being read
+  v1::UpsertRequest request_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<storage::Collection> collection_ ABSL_GUARDED_BY(mu_);
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool input_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t message_index_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t upserted_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::UpsertRequest>* ShoalService::UpsertStream(
-    grpc::CallbackServerContext* ctx, v1::UpsertResponse* resp) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ShoalService::UpsertStream(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   return new UpsertStreamReactor(this, ctx, resp);
 }
 

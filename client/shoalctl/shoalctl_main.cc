@@ -41,6 +41,7 @@ void PrintInfo(const shoal::CollectionInfo& c) {
       c.name.c_str(), c.dim, shoal::MetricName(c.metric).c_str(),
       shoal::IndexTypeName(c.index.type).c_str(), (unsigned long long)c.num_vectors,
       (unsigned long long)c.num_indexed, c.index_state.c_str(), double(c.disk_bytes) / (1 << 20));
+  if (!c.error.empty()) std::printf("%-20s error: %s\n", "", c.error.c_str());
 }
 
 int Load(Client& client, const std::string& name, const std::string& path, size_t batch,

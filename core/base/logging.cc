@@ -1,15 +1,15 @@
 #include "core/base/logging.h"
 
-#include <mutex>
-
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 
 namespace shoal::core {
 namespace {
 
-std::mutex& Mu() {
-  static std::mutex mu;
+absl::Mutex& Mu() {
+  static absl::Mutex mu;
   return mu;
 }
 
@@ -21,7 +21,7 @@ spdlog::level::level_enum& Level() {
 }  // namespace
 
 std::shared_ptr<spdlog::logger> Logger(const std::string& subsystem) {
-  std::lock_guard<std::mutex> lock(Mu());
+  absl::MutexLock lock(&Mu());
   if (auto existing = spdlog::get(subsystem)) return existing;
   static auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>(subsystem, sink);
@@ -34,9 +34,10 @@ std::shared_ptr<spdlog::logger> Logger(const std::string& subsystem) {
 absl::Status SetLogLevel(std::string_view level) {
   auto parsed = spdlog::level::from_str(std::string(level));
   if (parsed == spdlog::level::off && level != "off") {
-    return absl::InvalidArgumentError(absl::StrCat("log.level: unknown level '", std::string(level), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("log.level: unknown level '", std::string(level), "'"));
   }
-  std::lock_guard<std::mutex> lock(Mu());
+  absl::MutexLock lock(&Mu());
   Level() = parsed;
   spdlog::set_level(parsed);
   return absl::OkStatus();

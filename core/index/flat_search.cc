@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/index/distance.h"
 #include "core/index/topk.h"
 
@@ -104,7 +105,7 @@ class FlatSearchJob {
     if (!req_.cancel) return true;
     absl::Status status = req_.cancel->Check();
     if (status.ok()) return true;
-    std::lock_guard<std::mutex> lock(error_mu_);
+    absl::MutexLock lock(&error_mu_);
     if (!failed_.exchange(true)) error_ = std::move(status);
     return false;
   }
@@ -113,7 +114,7 @@ class FlatSearchJob {
     if (failed_.load(std::memory_order_acquire)) {
       absl::Status error;
       {
-        std::lock_guard<std::mutex> lock(error_mu_);
+        absl::MutexLock lock(&error_mu_);
         error = error_;
       }
       std::move(done_)(error);
@@ -145,8 +146,8 @@ class FlatSearchJob {
   std::vector<QueryStats> stats_;  // [part][query]
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> failed_{false};
-  std::mutex error_mu_;
-  absl::Status error_;
+  absl::Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 };
 
 }  // namespace

@@ -395,21 +395,30 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       exact = prepared->model().encoding == VectorEncoding::kFlat;
     }
     const size_t nq = w.queries.size();
-    scratch_keys_.resize(nq * n);  // thread_local below
-    ScorePartition(*prepared, w.queries.data(), nq, codes, n, scratch_keys_.data(), &scratch_);
-    for (size_t j = 0; j < nq; ++j) {
-      const uint32_t q = w.queries[j];
-      std::optional<CandidateTopK>& best = results->topk[q];
-      if (!best) best.emplace(candidates_per_query_);
-      const float* keys = scratch_keys_.data() + j * n;
-      for (size_t i = 0; i < n; ++i) {
-        if (keys[i] > best->threshold()) continue;
-        if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
-        if (filter && filter->IsDead(ids[i])) continue;
-        Candidate c{keys[i], ids[i], exact ? kExact : w.segment, w.partition, uint32_t(i)};
-        best->Push(c);
+    // Queries are scored in chunks so one thread's scratch stays near kMaxScratchFloats
+    // whatever the request's size (I-9); at least one query per chunk.
+    const size_t chunk = std::max<size_t>(1, kMaxScratchFloats / std::max<size_t>(1, n));
+    for (size_t first = 0; first < nq; first += chunk) {
+      const size_t count = std::min(chunk, nq - first);
+      scratch_keys_.resize(count * n);  // thread_local below
+      ScorePartition(*prepared, w.queries.data() + first, count, codes, n, scratch_keys_.data(),
+                     &scratch_);
+      for (size_t j = 0; j < count; ++j) {
+        const uint32_t q = w.queries[first + j];
+        std::optional<CandidateTopK>& best = results->topk[q];
+        if (!best) best.emplace(candidates_per_query_);
+        const float* keys = scratch_keys_.data() + j * n;
+        for (size_t i = 0; i < n; ++i) {
+          if (keys[i] > best->threshold()) continue;
+          if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
+          if (filter && filter->IsDead(ids[i])) continue;
+          Candidate c{keys[i], ids[i], exact ? kExact : w.segment, w.partition, uint32_t(i)};
+          best->Push(c);
+        }
       }
     }
+    // A huge partition may have grown the scratch past the bound: give that memory back.
+    if (scratch_keys_.capacity() > kMaxScratchFloats) ReleaseScratch();
     const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, nq);
     for (uint32_t q : w.queries) {
       QueryStats& s = results->stats[q];
@@ -585,6 +594,12 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   std::vector<std::vector<Candidate>> exact_;
   std::vector<std::vector<Candidate>> finals_;
 
+  // Scan scratch per arena thread, bounded by chunking (ScanItem).
+  static constexpr size_t kMaxScratchFloats = size_t(1) << 20;  // 4 MiB of keys
+  static void ReleaseScratch() {
+    std::vector<float>().swap(scratch_keys_);
+    scratch_ = PartitionScratch();
+  }
   static thread_local std::vector<float> scratch_keys_;
   static thread_local PartitionScratch scratch_;
 };

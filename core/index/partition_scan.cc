@@ -35,6 +35,13 @@ void GemmKeys(Metric metric, const float* queries, const float* query_norms, siz
 
 }  // namespace
 
+size_t PreparedQueries::BytesPerQuery(const IvfModel& model) {
+  size_t floats = 1;  // |q|^2
+  if (model.encoding == VectorEncoding::kSq8) floats += model.dim + 1;
+  if (model.encoding == VectorEncoding::kPq) floats += size_t(model.pq_m) * 256;
+  return floats * sizeof(float);
+}
+
 PreparedQueries::PreparedQueries(const IvfModel& model, const float* queries, size_t nq)
     : model_(model), queries_(queries), norms_(nq) {
   const size_t dim = model.dim;

@@ -22,6 +22,9 @@ class PreparedQueries {
   // REQUIRES: queries holds num_queries * model.dim floats and outlives this object.
   PreparedQueries(const IvfModel& model, const float* queries, size_t num_queries);
 
+  // Bytes the prepared state of one query holds for `model` (request cost estimates, I-9).
+  static size_t BytesPerQuery(const IvfModel& model);
+
   const IvfModel& model() const { return model_; }
   const float* query(size_t q) const { return queries_ + q * model_.dim; }
   float query_norm_sq(size_t q) const { return norms_[q]; }

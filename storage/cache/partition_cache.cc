@@ -41,28 +41,30 @@ PartitionHandle PartitionCache::PinLocked(Entry& e, bool hit) {
 
 void PartitionCache::Get(const PartitionKey& key, uint64_t bytes, Admission admission,
                          Loader loader, GetCallback callback) {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     Entry& e = it->second;
     if (e.queue == Queue::kLoading) {
       e.waiters.push_back(std::move(callback));
       ++stats_.attached;
+      mu_.Unlock();
       return;
     }
     e.freq = std::min(e.freq + 1, kMaxFreq);
     ++stats_.hits;
     PartitionHandle handle = PinLocked(e, /*hit=*/true);
-    lock.unlock();
+    mu_.Unlock();
     std::move(callback)(std::move(handle));
     return;
   }
   if (!MakeRoomLocked(bytes) && admission == Admission::kIfRoom) {
     ++stats_.rejected;
-    lock.unlock();
-    std::move(callback)(absl::ResourceExhaustedError(absl::StrCat(
-        "partition cache: ", bytes, " bytes do not fit in the budget of ", budget_,
-        " bytes (pinned: ", stats_.pinned_bytes, ")")));
+    absl::Status full = absl::ResourceExhaustedError(
+        absl::StrCat("partition cache: ", bytes, " bytes do not fit in the budget of ", budget_,
+                     " bytes (pinned: ", stats_.pinned_bytes, ")"));
+    mu_.Unlock();
+    std::move(callback)(std::move(full));
     return;
   }
   Entry& e = entries_[key];
@@ -71,7 +73,7 @@ void PartitionCache::Get(const PartitionKey& key, uint64_t bytes, Admission admi
   e.waiters.push_back(std::move(callback));
   stats_.used_bytes += bytes;
   ++stats_.misses;
-  lock.unlock();
+  mu_.Unlock();
   std::move(loader)([this, key](absl::StatusOr<PartitionBytes> r) { OnLoaded(key, std::move(r)); });
 }
 
@@ -79,7 +81,7 @@ void PartitionCache::OnLoaded(const PartitionKey& key, absl::StatusOr<PartitionB
   std::vector<GetCallback> waiters;
   std::vector<PartitionHandle> handles;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Entry& e = entries_.at(key);
     waiters = std::move(e.waiters);
     if (!result.ok()) {
@@ -110,7 +112,7 @@ void PartitionCache::OnLoaded(const PartitionKey& key, absl::StatusOr<PartitionB
 }
 
 void PartitionCache::Unpin(const PartitionKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Entry& e = entries_.at(key);
   if (--e.pins == 0) {
     stats_.pinned_bytes -= e.bytes;
@@ -175,7 +177,7 @@ bool PartitionCache::MakeRoomLocked(uint64_t need) {
 }
 
 CacheStats PartitionCache::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -26,13 +26,14 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace shoal::storage {
 
@@ -82,8 +83,8 @@ class PartitionHandle {
 
 struct CacheStats {
   uint64_t hits = 0;
-  uint64_t misses = 0;      // loads started
-  uint64_t attached = 0;    // requests that joined a load in flight
+  uint64_t misses = 0;    // loads started
+  uint64_t attached = 0;  // requests that joined a load in flight
   uint64_t evictions = 0;
   uint64_t rejected = 0;    // kIfRoom requests that did not fit
   uint64_t used_bytes = 0;  // cached + loading
@@ -123,22 +124,23 @@ class PartitionCache {
 
   void Unpin(const PartitionKey& key);
   void OnLoaded(const PartitionKey& key, absl::StatusOr<PartitionBytes> result);
-  // REQUIRES: mu_ held. Evicts unpinned entries until `need` more bytes fit; false if they
-  // cannot.
-  bool MakeRoomLocked(uint64_t need);
-  bool EvictOneLocked(std::list<PartitionKey>& queue, bool small);
-  void RememberGhostLocked(const PartitionKey& key);
-  PartitionHandle PinLocked(Entry& e, bool hit);
+  // Evicts unpinned entries until `need` more bytes fit; false if they cannot.
+  bool MakeRoomLocked(uint64_t need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictOneLocked(std::list<PartitionKey>& queue, bool small)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberGhostLocked(const PartitionKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PartitionHandle PinLocked(Entry& e, bool hit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t budget_;
   const uint64_t small_target_;
-  mutable std::mutex mu_;
-  std::unordered_map<PartitionKey, Entry, PartitionKeyHash> entries_;  // guarded by mu_
-  std::list<PartitionKey> small_, main_;                               // guarded by mu_
-  std::unordered_set<PartitionKey, PartitionKeyHash> ghost_;           // guarded by mu_
-  std::deque<PartitionKey> ghost_order_;                               // guarded by mu_
-  uint64_t small_bytes_ = 0;                                           // guarded by mu_
-  CacheStats stats_;                                                   // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::unordered_map<PartitionKey, Entry, PartitionKeyHash> entries_ ABSL_GUARDED_BY(mu_);
+  std::list<PartitionKey> small_ ABSL_GUARDED_BY(mu_);
+  std::list<PartitionKey> main_ ABSL_GUARDED_BY(mu_);
+  std::unordered_set<PartitionKey, PartitionKeyHash> ghost_ ABSL_GUARDED_BY(mu_);
+  std::deque<PartitionKey> ghost_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t small_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  CacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::storage

@@ -2,27 +2,36 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "core/base/logging.h"
 #include "core/base/status.h"
 #include "storage/collection/manifest_store.h"
 
 namespace shoal::storage {
-namespace {}  // namespace
-
 std::string WalPath(const std::string& dir, uint64_t seq) {
   return JoinPath(JoinPath(dir, "wal"), absl::StrFormat("%06d.log", seq));
 }
 
 Collection::Collection(FileSystem* fs, std::string dir, CollectionManifest manifest,
-                       CollectionOptions options)
-    : fs_(fs), dir_(std::move(dir)), options_(std::move(options)), manifest_(std::move(manifest)) {
+                       uint64_t number, CollectionOptions options)
+    : fs_(fs),
+      dir_(std::move(dir)),
+      options_(std::move(options)),
+      name_(manifest.name),
+      dim_(manifest.dim),
+      metric_(manifest.metric) {
   auto state = std::make_shared<ReadState>();
-  state->active = std::make_shared<Memtable>(manifest_.dim);
+  state->active = std::make_shared<Memtable>(dim_);
   state_ = std::move(state);
-  seq_ = manifest_.write_seq;
-  wal_seq_ = manifest_.first_wal_seq;
+  seq_ = manifest.write_seq;
+  wal_seq_ = manifest.first_wal_seq;
+  next_segment_id_ = manifest.next_segment_id;
+  manifest_ = std::make_shared<const CollectionManifest>(std::move(manifest));
+  manifest_number_ = number;
 }
 
 Collection::~Collection() { (void)Close(); }
@@ -33,9 +42,10 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(FileSystem* fs,
                                                                CollectionOptions options) {
   if (fs->Exists(dir)) return absl::AlreadyExistsError(absl::StrCat(dir, " already exists"));
   SHOAL_RETURN_IF_ERROR(fs->CreateDirs(JoinPath(dir, "wal")));
-  SHOAL_RETURN_IF_ERROR(InstallManifest(fs, dir, manifest, 0).status());
-  std::unique_ptr<Collection> c(new Collection(fs, dir, std::move(manifest), std::move(options)));
-  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal());
+  SHOAL_ASSIGN_OR_RETURN(uint64_t number, InstallManifest(fs, dir, manifest, 0));
+  std::unique_ptr<Collection> c(
+      new Collection(fs, dir, std::move(manifest), number, std::move(options)));
+  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(/*creating=*/true));
   return c;
 }
 
@@ -43,30 +53,79 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(FileSystem* fs, con
                                                              CollectionOptions options) {
   SHOAL_ASSIGN_OR_RETURN(LoadedManifest loaded, LoadManifest(fs, dir));
   std::unique_ptr<Collection> c(
-      new Collection(fs, dir, std::move(loaded.manifest), std::move(options)));
+      new Collection(fs, dir, std::move(loaded.manifest), loaded.number, std::move(options)));
+  c->RemoveOrphans();
   SHOAL_RETURN_IF_ERROR(c->OpenSegments());
-  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal());
+  SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(/*creating=*/false));
   return c;
 }
 
+void Collection::RemoveOrphans() {
+  const auto manifest = this->manifest();
+  const uint64_t number = manifest_number();
+  auto log = core::Logger("collection");
+  auto remove = [&](const std::string& path, const char* what) {
+    log->warn("{}: removing {}, {}", name_, path, what);
+    // A file that cannot go now is tried again at the next start; it never blocks this one.
+    if (absl::Status s = fs_->RemoveAll(path); !s.ok()) log->warn("{}: {}", name_, s.ToString());
+  };
+  if (auto names = fs_->ListDir(dir_); names.ok()) {
+    for (const std::string& name : *names) {
+      absl::string_view rest = name;
+      uint64_t n = 0;
+      if (absl::EndsWith(name, ".tmp")) {
+        remove(JoinPath(dir_, name), "an unfinished write");
+      } else if (absl::ConsumePrefix(&rest, "seg-") && absl::SimpleAtoi(rest, &n) &&
+                 std::none_of(manifest->segments.begin(), manifest->segments.end(),
+                              [n](const SegmentEntry& e) { return e.id == n; })) {
+        remove(JoinPath(dir_, name), "a segment the manifest does not name");
+      } else if (absl::ConsumePrefix(&rest, "MANIFEST-") && absl::SimpleAtoi(rest, &n) &&
+                 n != number) {
+        remove(JoinPath(dir_, name), "a manifest CURRENT does not name");
+      }
+    }
+  }
+  if (auto names = fs_->ListDir(JoinPath(dir_, "wal")); names.ok()) {
+    for (const std::string& name : *names) {
+      absl::string_view rest = name;
+      uint64_t seq = 0;
+      if (absl::ConsumeSuffix(&rest, ".log") && absl::SimpleAtoi(rest, &seq) &&
+          seq < manifest->first_wal_seq) {
+        remove(JoinPath(JoinPath(dir_, "wal"), name), "a WAL file the manifest retired");
+      }
+    }
+  }
+}
+
+std::shared_ptr<const CollectionManifest> Collection::manifest() const {
+  absl::MutexLock lock(&manifest_mu_);
+  return manifest_;
+}
+
+uint64_t Collection::manifest_number() const {
+  absl::MutexLock lock(&manifest_mu_);
+  return manifest_number_;
+}
+
 absl::Status Collection::OpenSegments() {
-  if (manifest_.segments.empty()) return absl::OkStatus();
+  const auto manifest = this->manifest();
+  if (manifest->segments.empty()) return absl::OkStatus();
   if (!options_.scheduler || !options_.cache) {
     return absl::FailedPreconditionError(
-        absl::StrCat(manifest_.name, ": has IVF segments but no I/O scheduler to read them"));
+        absl::StrCat(name_, ": has IVF segments but no I/O scheduler to read them"));
   }
   auto state = std::make_shared<ReadState>(*this->state());
-  for (const SegmentEntry& e : manifest_.segments) {
+  for (const SegmentEntry& e : manifest->segments) {
     SHOAL_ASSIGN_OR_RETURN(
         std::shared_ptr<Segment> segment,
         Segment::Open(fs_, SegmentDir(dir_, e.id), e.id, options_.scheduler, options_.cache));
     state->segments.push_back(std::move(segment));
     state->segment_seqs.push_back(e.seq);
   }
-  for (const Tombstone& t : manifest_.tombstones) tombstones_->Set(t.id, t.seq);
+  for (const Tombstone& t : manifest->tombstones) tombstones_->Set(t.id, t.seq);
   // Dead rows among the segments, for live counts.
   uint64_t dead = 0;
-  for (const Tombstone& t : manifest_.tombstones) {
+  for (const Tombstone& t : manifest->tombstones) {
     for (size_t s = 0; s < state->segments.size(); ++s) {
       if (state->segments[s]->Contains(t.id) && t.seq > state->segment_seqs[s]) ++dead;
     }
@@ -76,40 +135,63 @@ absl::Status Collection::OpenSegments() {
   return absl::OkStatus();
 }
 
-absl::Status Collection::ReplayAndOpenWal() {
+absl::Status Collection::ReplayAndOpenWal(bool creating) {
   // Every WAL file from first_wal_seq on, oldest first: a crash between a memtable freeze and
   // the manifest that retires the old file leaves two.
+  const uint64_t first_wal_seq = manifest()->first_wal_seq;
   SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDir(JoinPath(dir_, "wal")));
   std::vector<uint64_t> seqs;
   for (const std::string& name : names) {
     uint64_t seq = 0;
-    if (std::sscanf(name.c_str(), "%lu.log", &seq) == 1 && seq >= manifest_.first_wal_seq) {
+    if (std::sscanf(name.c_str(), "%lu.log", &seq) == 1 && seq >= first_wal_seq) {
       seqs.push_back(seq);
     }
   }
   std::sort(seqs.begin(), seqs.end());
+  absl::MutexLock lock(&write_mu_);
   for (uint64_t seq : seqs) {
     uint64_t truncated = 0;
     SHOAL_RETURN_IF_ERROR(ReplayWal(
         fs_, WalPath(dir_, seq),
-        [this](WalRecordType type, std::string_view payload) { return ApplyRecord(type, payload); },
+        [this](WalRecordType type, std::string_view payload) {
+          write_mu_.AssertHeld();
+          return ApplyRecord(type, payload);
+        },
         &truncated));
     if (truncated) {
       core::Logger("collection")
-          ->warn("{}: WAL {} had a torn tail of {} bytes; truncated", manifest_.name, seq,
-                 truncated);
+          ->warn("{}: WAL {} had a torn tail of {} bytes; truncated", name_, seq, truncated);
     }
     wal_seq_ = seq;
   }
   if (!seqs.empty()) {
     core::Logger("collection")
-        ->info("{}: replayed {} WAL file(s), {} live vectors", manifest_.name, seqs.size(),
+        ->info("{}: replayed {} WAL file(s), {} live vectors", name_, seqs.size(),
                Stats().num_vectors);
   }
-  SHOAL_ASSIGN_OR_RETURN(auto wal, Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal));
-  std::scoped_lock lock(write_mu_, wal_mu_);
-  wal_ = std::move(wal);
+  auto wal = Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal);
+  if (!wal.ok()) {
+    if (creating) return wal.status();
+    // Everything acknowledged is replayed: serve it, refuse writes until a restart finds room.
+    no_wal_ = WalFailureStatus(wal.status());
+    core::Logger("collection")
+        ->error("{}: cannot start WAL file {}; read-only until restart: {}", name_, wal_seq_,
+                wal.status().ToString());
+    return absl::OkStatus();
+  }
+  SetWal(*std::move(wal));
   return absl::OkStatus();
+}
+
+void Collection::SetWal(std::unique_ptr<Wal> wal) {
+  absl::MutexLock lock(&wal_mu_);
+  wal_ = std::move(wal);
+}
+
+absl::Status Collection::write_health() const {
+  absl::MutexLock lock(&write_mu_);
+  if (Wal* w = wal()) return w->health();
+  return no_wal_;
 }
 
 absl::Status Collection::ApplyRecord(WalRecordType type, std::string_view payload) {
@@ -117,9 +199,9 @@ absl::Status Collection::ApplyRecord(WalRecordType type, std::string_view payloa
   switch (type) {
     case WalRecordType::kUpsertBatch: {
       SHOAL_ASSIGN_OR_RETURN(UpsertBatch batch, DecodeUpsertBatch(payload));
-      if (batch.dim != manifest_.dim) {
-        return absl::DataLossError(absl::StrCat(manifest_.name, ": WAL record has dim ", batch.dim,
-                                                ", collection has ", manifest_.dim));
+      if (batch.dim != dim_) {
+        return absl::DataLossError(
+            absl::StrCat(name_, ": WAL record has dim ", batch.dim, ", collection has ", dim_));
       }
       ApplyUpsert(*current, ++seq_, batch.points);
       return absl::OkStatus();
@@ -130,7 +212,7 @@ absl::Status Collection::ApplyRecord(WalRecordType type, std::string_view payloa
       return absl::OkStatus();
     }
   }
-  return absl::DataLossError(absl::StrCat(manifest_.name, ": unknown WAL record type ", int(type)));
+  return absl::DataLossError(absl::StrCat(name_, ": unknown WAL record type ", int(type)));
 }
 
 bool Collection::LiveInSegments(const ReadState& state, uint64_t id) const {
@@ -175,20 +257,20 @@ uint64_t Collection::ApplyDelete(const ReadState& state, uint64_t seq,
 }
 
 std::shared_ptr<const Collection::ReadState> Collection::state() const {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  absl::MutexLock lock(&state_mu_);
   return state_;
 }
 
 void Collection::SetState(std::shared_ptr<const ReadState> state) {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  absl::MutexLock lock(&state_mu_);
   state_ = std::move(state);
 }
 
 void Collection::Upsert(std::vector<PointRecord> points, WriteDone done) {
-  if (manifest_.metric == core::Metric::kCosine) {
+  if (metric_ == core::Metric::kCosine) {
     for (PointRecord& p : points) core::NormalizeInPlace(p.vector.data(), p.vector.size());
   }
-  UpsertBatch batch{manifest_.dim, std::move(points)};
+  UpsertBatch batch{dim_, std::move(points)};
   std::string record = EncodeWalRecord(WalRecordType::kUpsertBatch, EncodeUpsertBatch(batch));
   auto shared = std::make_shared<UpsertBatch>(std::move(batch));
   AppendWrite(
@@ -216,35 +298,45 @@ void Collection::AppendWrite(std::string record, Apply apply, WriteDone done) {
   // answer is held back until the lock is released, so `done` (which may take other locks,
   // e.g. the catalog's) never runs under write_mu_.
   struct Gate {
-    std::mutex mu;
-    bool appending = true;
-    std::optional<absl::Status> refused;
+    absl::Mutex mu;
+    bool appending ABSL_GUARDED_BY(mu) = true;
+    std::optional<absl::Status> refused ABSL_GUARDED_BY(mu);
     WriteDone done;
   };
   auto gate = std::make_shared<Gate>();
   gate->done = std::move(done);
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    // The state is read under write_mu_, which a memtable freeze also holds: this write lands
-    // in the memtable that its WAL file belongs to.
-    const uint64_t seq = ++seq_;
-    wal_->Append(std::move(record),
-                 [gate, seq, current = state(), apply = std::move(apply)](absl::Status s) mutable {
-                   if (s.ok()) return std::move(gate->done)(std::move(apply)(*current, seq));
-                   std::unique_lock<std::mutex> g(gate->mu);
-                   if (gate->appending) {
-                     gate->refused = std::move(s);
-                     return;
-                   }
-                   g.unlock();
-                   std::move(gate->done)(std::move(s));
-                 });
+    absl::MutexLock lock(&write_mu_);
+    Wal* const w = wal();
+    if (w == nullptr) {
+      absl::MutexLock g(&gate->mu);
+      gate->refused = no_wal_;
+    } else {
+      // The state is read under write_mu_, which a memtable freeze also holds: this write
+      // lands in the memtable that its WAL file belongs to.
+      const uint64_t seq = ++seq_;
+      w->Append(std::move(record),
+                [gate, seq, current = state(), apply = std::move(apply)](absl::Status s) mutable {
+                  if (s.ok()) return std::move(gate->done)(std::move(apply)(*current, seq));
+                  {
+                    absl::MutexLock g(&gate->mu);
+                    if (gate->appending) {
+                      gate->refused = std::move(s);
+                      return;
+                    }
+                  }
+                  std::move(gate->done)(std::move(s));
+                });
+    }
   }
-  std::unique_lock<std::mutex> g(gate->mu);
-  gate->appending = false;
-  if (!gate->refused) return;
-  g.unlock();
-  std::move(gate->done)(*gate->refused);
+  absl::Status refused;
+  {
+    absl::MutexLock g(&gate->mu);
+    gate->appending = false;
+    if (!gate->refused) return;
+    refused = *gate->refused;
+  }
+  std::move(gate->done)(std::move(refused));
 }
 
 std::vector<StoredPoint> Collection::Get(absl::Span<const uint64_t> ids,
@@ -283,7 +375,7 @@ SearchSnapshot Collection::SearchView() const {
         std::make_shared<SegmentFilter>(tombstones_, current->segment_seqs[s])));
   }
   core::FlatView active = current->active->Snapshot();
-  snap.memtable.dim = manifest_.dim;
+  snap.memtable.dim = dim_;
   snap.memtable.blocks = active.blocks;
   std::vector<std::shared_ptr<const void>> keep{active.keepalive};
   for (const auto& memtable : current->frozen) {
@@ -316,30 +408,31 @@ CollectionStats Collection::Stats() const {
     stats.memory_bytes += frozen->memory_bytes();
   }
   {
-    std::lock_guard<std::mutex> lock(wal_mu_);
+    absl::MutexLock lock(&wal_mu_);
     stats.disk_bytes += wal_ ? wal_->file_bytes() : 0;
   }
   return stats;
 }
 
 BuildProgress Collection::progress() const {
-  std::lock_guard<std::mutex> lock(progress_mu_);
+  absl::MutexLock lock(&progress_mu_);
   return progress_;
 }
 
 void Collection::SetProgress(const char* phase, uint32_t percent) {
   {
-    std::lock_guard<std::mutex> lock(progress_mu_);
+    absl::MutexLock lock(&progress_mu_);
     progress_.running = phase != nullptr;
     progress_.phase = phase ? phase : "";
     progress_.percent = percent;
   }
-  if (phase) core::Logger("collection")->info("{}: {} {}%", manifest_.name, phase, percent);
+  if (phase) core::Logger("collection")->info("{}: {} {}%", name_, phase, percent);
 }
 
 absl::Status Collection::Close() {
-  std::lock_guard<std::mutex> lock(write_mu_);
-  return wal_ ? wal_->Close() : absl::OkStatus();
+  absl::MutexLock lock(&write_mu_);
+  if (Wal* w = wal()) return w->Close();
+  return no_wal_;
 }
 
 }  // namespace shoal::storage

@@ -17,6 +17,16 @@
 // calling admin thread while it runs, never an arena thread.
 //
 // On-disk layout (DESIGN.md §5): <dir>/CURRENT, MANIFEST-<n>, wal/<seq>.log, seg-<id>/.
+// Each install writes MANIFEST-<n+1>, points CURRENT at it and removes MANIFEST-<n>. Open()
+// removes what a crash (or a failed build) left behind: seg-* directories the live manifest
+// does not name, WAL files it retired, other MANIFEST-* files and *.tmp files.
+//
+// A full disk or a failed fsync loses nothing acknowledged and never blocks a restart: once a
+// WAL append or fsync fails the collection is read-only until it is reopened (writes answer
+// RESOURCE_EXHAUSTED "disk full", or UNAVAILABLE for other I/O errors), whatever maintenance
+// runs afterwards; Close() reports the failure. A failed segment or manifest write fails its
+// BuildIndex/Flush and leaves the collection as it was (still writable). Open() opens a
+// collection read-only, rather than not at all, when it cannot start its WAL file.
 //
 // Thread-safety: every method is thread-safe. BuildIndex/Flush are serialised with each other.
 // Close() must be the last call.
@@ -25,13 +35,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "core/exec/executor.h"
 #include "core/index/ivf_search.h"
@@ -92,10 +103,16 @@ class Collection {
                                                           CollectionOptions options);
   ~Collection();
 
-  const CollectionManifest& manifest() const { return manifest_; }
-  const std::string& name() const { return manifest_.name; }
-  uint32_t dim() const { return manifest_.dim; }
-  core::Metric metric() const { return manifest_.metric; }
+  // The live manifest. Maintenance replaces it; a caller keeps the version it got.
+  std::shared_ptr<const CollectionManifest> manifest() const;
+  // The n of the live MANIFEST-<n>.
+  uint64_t manifest_number() const;
+  // The schema never changes after Create.
+  const std::string& name() const { return name_; }
+  uint32_t dim() const { return dim_; }
+  core::Metric metric() const { return metric_; }
+  // OK while writes are accepted; why they are refused once a WAL write or fsync failed.
+  absl::Status write_health() const;
 
   // REQUIRES: every point's vector has dim() finite floats (the server validates).
   void Upsert(std::vector<PointRecord> points, WriteDone done);
@@ -129,11 +146,16 @@ class Collection {
     uint64_t new_wal_seq = 0;  // WAL files below this are retired once a manifest says so
   };
 
-  Collection(FileSystem* fs, std::string dir, CollectionManifest manifest,
+  Collection(FileSystem* fs, std::string dir, CollectionManifest manifest, uint64_t number,
              CollectionOptions options);
+  // Removes files the live manifest does not name (see the header comment). Best effort.
+  void RemoveOrphans();
   absl::Status OpenSegments();
-  absl::Status ReplayAndOpenWal();
-  absl::Status ApplyRecord(WalRecordType type, std::string_view payload);
+  // `creating`: a WAL file that cannot be started fails the call; otherwise (Open) the
+  // collection opens read-only.
+  absl::Status ReplayAndOpenWal(bool creating);
+  absl::Status ApplyRecord(WalRecordType type, std::string_view payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   uint64_t ApplyUpsert(const ReadState& state, uint64_t seq,
                        const std::vector<PointRecord>& points);
   uint64_t ApplyDelete(const ReadState& state, uint64_t seq, const std::vector<uint64_t>& ids);
@@ -144,45 +166,69 @@ class Collection {
   bool LiveInSegments(const ReadState& state, uint64_t id) const;
   std::shared_ptr<const ReadState> state() const;
   void SetState(std::shared_ptr<const ReadState> state);
+  // The WAL being appended to (null when the collection opened read-only).
+  // wal_ changes only under write_mu_ (and wal_mu_), so write_mu_ alone is enough to read it.
+  Wal* wal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return wal_.get();
+  }
+  void SetWal(std::unique_ptr<Wal> wal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // Maintenance (collection_build.cc). REQUIRES: maintenance_mu_ held.
-  absl::StatusOr<Cut> FreezeMemtable();
+  absl::StatusOr<Cut> FreezeMemtable() ABSL_LOCKS_EXCLUDED(write_mu_);
   // Live rows of the given segments and memtables.
   absl::Status CollectRows(const ReadState& state, bool segments, bool frozen,
                            SegmentRows* rows) const;
   absl::StatusOr<core::IvfModel> Train(core::Executor& cpu, const SegmentRows& rows);
+  // Writes the next segment id's directory; a failed write leaves none.
   absl::StatusOr<std::shared_ptr<Segment>> WriteAndOpenSegment(core::Executor& cpu,
                                                                const core::IvfModel& model,
-                                                               const SegmentRows& rows);
+                                                               const SegmentRows& rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
   // Makes `next` durable, then swaps in the segments it names: `replaced` segments and the
   // frozen memtables captured in `consumed` leave the read state.
   absl::Status Install(CollectionManifest next, std::shared_ptr<Segment> added,
                        const std::vector<std::shared_ptr<Segment>>& replaced,
-                       size_t consumed_frozen);
-  absl::StatusOr<std::string> Merge(core::Executor& cpu);
+                       size_t consumed_frozen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
+  // After a failed install of MANIFEST-<number + 1>: removes its files and `added`'s directory
+  // when CURRENT still names MANIFEST-<number>.
+  void RemoveFailedInstall(uint64_t number, const std::shared_ptr<Segment>& added);
+  absl::StatusOr<std::string> Merge(core::Executor& cpu)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
   void SetProgress(const char* phase, uint32_t percent);
 
   FileSystem* const fs_;
   const std::string dir_;
   const CollectionOptions options_;
-  CollectionManifest manifest_;  // guarded by maintenance_mu_ after open (schema fields const)
+  const std::string name_;
+  const uint32_t dim_;
+  const core::Metric metric_;
   const std::shared_ptr<Tombstones> tombstones_ = std::make_shared<Tombstones>();
 
-  mutable std::mutex state_mu_;
-  std::shared_ptr<const ReadState> state_;  // guarded by state_mu_
+  // Readers (the server's FillInfo, Search) copy the pointer; Install swaps it.
+  mutable absl::Mutex manifest_mu_;
+  std::shared_ptr<const CollectionManifest> manifest_ ABSL_GUARDED_BY(manifest_mu_);
+  uint64_t manifest_number_ ABSL_GUARDED_BY(manifest_mu_) = 0;
+
+  mutable absl::Mutex state_mu_;
+  std::shared_ptr<const ReadState> state_ ABSL_GUARDED_BY(state_mu_);
 
   // Orders sequence numbers with WAL appends; guards the fields below. Held across a WAL drain
   // when the memtable freezes, so nothing the WAL thread runs (write callbacks) may take it.
-  mutable std::mutex write_mu_;
-  uint64_t seq_ = 0;
-  uint64_t wal_seq_ = 0;       // the WAL file being appended to
-  std::unique_ptr<Wal> wal_;   // replaced under write_mu_ and wal_mu_
-  mutable std::mutex wal_mu_;  // lets Stats() read wal_ without write_mu_
+  mutable absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(wal_mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(write_mu_) = 0;
+  uint64_t wal_seq_ ABSL_GUARDED_BY(write_mu_) = 0;  // the WAL file being appended to
+  // Why writes are refused when there is no WAL (it could not be started at Open).
+  absl::Status no_wal_ ABSL_GUARDED_BY(write_mu_);
+  // Replaced under write_mu_ and wal_mu_; wal_mu_ alone lets Stats() read it without waiting
+  // behind a WAL drain.
+  mutable absl::Mutex wal_mu_;
+  std::unique_ptr<Wal> wal_ ABSL_GUARDED_BY(wal_mu_);
 
   std::atomic<uint64_t> segment_dead_{0};  // dead rows in segments (for live counts)
-  std::mutex maintenance_mu_;              // one build / flush / merge at a time
-  mutable std::mutex progress_mu_;
-  BuildProgress progress_;  // guarded by progress_mu_
+  absl::Mutex maintenance_mu_;             // one build / flush / merge at a time
+  uint64_t next_segment_id_ ABSL_GUARDED_BY(maintenance_mu_) = 0;
+  mutable absl::Mutex progress_mu_;
+  BuildProgress progress_ ABSL_GUARDED_BY(progress_mu_);
 };
 
 }  // namespace shoal::storage

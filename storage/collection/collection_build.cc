@@ -46,6 +46,19 @@ const char* EncodingName(core::VectorEncoding e) {
   return "IVF_FLAT";
 }
 
+// A file operation of a build that failed: ENOSPC reads "disk full", other I/O errors are
+// UNAVAILABLE (the disk, not the request, is at fault); every other code is kept.
+absl::Status IoFailure(absl::string_view what, const absl::Status& cause) {
+  switch (cause.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      return absl::ResourceExhaustedError(absl::StrCat("disk full: ", what, ": ", cause.message()));
+    case absl::StatusCode::kInternal:
+      return absl::UnavailableError(absl::StrCat(what, ": ", cause.message()));
+    default:
+      return absl::Status(cause.code(), absl::StrCat(what, ": ", cause.message()));
+  }
+}
+
 }  // namespace
 
 std::string SegmentDir(const std::string& dir, uint64_t id) {
@@ -53,32 +66,36 @@ std::string SegmentDir(const std::string& dir, uint64_t id) {
 }
 
 absl::StatusOr<Collection::Cut> Collection::FreezeMemtable() {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  absl::MutexLock lock(&write_mu_);
+  Wal* const old = wal();
+  // A WAL that failed stays failed until restart: switching to a new file would make the
+  // collection writable again behind a write that was refused.
+  if (old == nullptr) return no_wal_;
+  SHOAL_RETURN_IF_ERROR(old->health());
+  Cut cut;
+  cut.new_wal_seq = wal_seq_ + 1;
+  const std::string path = WalPath(dir_, cut.new_wal_seq);
+  // The new file first: when it cannot be started (a full disk) the old one, untouched, keeps
+  // taking writes.
+  auto next = Wal::Open(fs_, path, options_.wal);
+  if (!next.ok()) {
+    (void)fs_->RemoveAll(path);  // a header cut short
+    return IoFailure(absl::StrCat("starting WAL file ", path), next.status());
+  }
   // Closing drains the group commit: every write appended so far is applied to the memtable
   // being frozen. Writes wait on write_mu_ meanwhile (one fsync at most).
-  SHOAL_RETURN_IF_ERROR(wal_->Close());
-  Cut cut;
+  if (absl::Status closed = old->Close(); !closed.ok()) {
+    (void)(*next)->Close();
+    (void)fs_->RemoveAll(path);
+    return closed;  // the old WAL failed while draining: read-only from now on
+  }
   cut.seq = seq_;
-  cut.new_wal_seq = wal_seq_ + 1;
-  auto wal = Wal::Open(fs_, WalPath(dir_, cut.new_wal_seq), options_.wal);
-  if (!wal.ok()) {
-    // Keep accepting writes in the old file.
-    auto reopened = Wal::Open(fs_, WalPath(dir_, wal_seq_), options_.wal);
-    if (reopened.ok()) {
-      std::lock_guard<std::mutex> wal_lock(wal_mu_);
-      wal_ = *std::move(reopened);
-    }
-    return wal.status();
-  }
-  {
-    std::lock_guard<std::mutex> wal_lock(wal_mu_);
-    wal_ = *std::move(wal);
-  }
+  SetWal(*std::move(next));
   wal_seq_ = cut.new_wal_seq;
-  auto next = std::make_shared<ReadState>(*state());
-  next->frozen.push_back(next->active);
-  next->active = std::make_shared<Memtable>(manifest_.dim);
-  SetState(std::move(next));
+  auto frozen = std::make_shared<ReadState>(*state());
+  frozen->frozen.push_back(frozen->active);
+  frozen->active = std::make_shared<Memtable>(dim_);
+  SetState(std::move(frozen));
   return cut;
 }
 
@@ -86,7 +103,7 @@ absl::Status Collection::CollectRows(const ReadState& state, bool segments, bool
                                      SegmentRows* rows) const {
   auto add = [&](uint64_t id, const float* v, const std::string& attrs) {
     rows->ids.push_back(id);
-    rows->vectors.insert(rows->vectors.end(), v, v + manifest_.dim);
+    rows->vectors.insert(rows->vectors.end(), v, v + dim_);
     rows->attributes.push_back(attrs);
   };
   if (segments) {
@@ -105,12 +122,13 @@ absl::Status Collection::CollectRows(const ReadState& state, bool segments, bool
 }
 
 absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const SegmentRows& rows) {
-  const size_t n = rows.size(), dim = manifest_.dim;
+  const size_t n = rows.size(), dim = dim_;
+  const core::IndexSpec index = manifest()->index;
   core::IvfTrainOptions options;
-  options.nlist = manifest_.index.nlist ? manifest_.index.nlist : core::DefaultNlist(n);
+  options.nlist = index.nlist ? index.nlist : core::DefaultNlist(n);
   options.nlist = uint32_t(std::min<size_t>(options.nlist, n));
-  options.encoding = EncodingFor(manifest_.index.type);
-  options.pq_m = manifest_.index.pq_m;
+  options.encoding = EncodingFor(index.type);
+  options.pq_m = index.pq_m;
   // A deterministic sample of at most 256 vectors per centroid.
   const size_t sample_n = std::min(n, size_t(options.nlist) * kTrainPointsPerCentroid);
   std::vector<float> sample;
@@ -129,7 +147,7 @@ absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const Segm
   SetProgress("training", 0);
   absl::StatusOr<core::IvfModel> model = absl::UnknownError("not run");
   SHOAL_RETURN_IF_ERROR(core::RunAndWait(cpu, [&] {
-    model = core::TrainIvfModel(train, sample_n, manifest_.dim, manifest_.metric, options);
+    model = core::TrainIvfModel(train, sample_n, dim_, metric_, options);
     return model.status();
   }));
   return model;
@@ -158,22 +176,40 @@ absl::StatusOr<std::shared_ptr<Segment>> Collection::WriteAndOpenSegment(
     return absl::OkStatus();
   }));
   SetProgress("writing", 0);
-  const uint64_t id = manifest_.next_segment_id++;
+  const uint64_t id = next_segment_id_++;
   const std::string dir = SegmentDir(dir_, id);
   (void)fs_->RemoveAll(dir);  // leftovers of a build that crashed before its manifest
-  SHOAL_RETURN_IF_ERROR(WriteSegment(fs_, dir, model, rows, assign, codes));
-  return Segment::Open(fs_, dir, id, options_.scheduler, options_.cache);
+  // No manifest names the directory yet: a failed write leaves nothing behind.
+  if (absl::Status s = WriteSegment(fs_, dir, model, rows, assign, codes); !s.ok()) {
+    (void)fs_->RemoveAll(dir);
+    return IoFailure(absl::StrCat("writing segment ", dir), s);
+  }
+  auto segment = Segment::Open(fs_, dir, id, options_.scheduler, options_.cache);
+  if (!segment.ok()) (void)fs_->RemoveAll(dir);
+  return segment;
 }
 
 absl::Status Collection::Install(CollectionManifest next, std::shared_ptr<Segment> added,
                                  const std::vector<std::shared_ptr<Segment>>& replaced,
                                  size_t consumed_frozen) {
   SetProgress("installing", 0);
-  SHOAL_RETURN_IF_ERROR(InstallManifest(fs_, dir_, next, 0).status());
-  const uint64_t old_first_wal = manifest_.first_wal_seq;
-  manifest_ = next;
+  next.next_segment_id = std::max(next.next_segment_id, next_segment_id_);
+  const uint64_t number = manifest_number();
+  auto installed = InstallManifest(fs_, dir_, next, number);
+  if (!installed.ok()) {
+    RemoveFailedInstall(number, added);
+    return IoFailure("installing the manifest", installed.status());
+  }
+  const uint64_t old_first_wal = manifest()->first_wal_seq;
+  const uint64_t added_seq = next.segments.back().seq;
+  const uint64_t first_wal_seq = next.first_wal_seq;
   {
-    std::lock_guard<std::mutex> lock(state_mu_);
+    absl::MutexLock lock(&manifest_mu_);
+    manifest_ = std::make_shared<const CollectionManifest>(std::move(next));
+    manifest_number_ = *installed;
+  }
+  {
+    absl::MutexLock lock(&state_mu_);
     auto state = std::make_shared<ReadState>(*state_);
     std::vector<std::shared_ptr<Segment>> segments;
     std::vector<uint64_t> seqs;
@@ -185,7 +221,7 @@ absl::Status Collection::Install(CollectionManifest next, std::shared_ptr<Segmen
       seqs.push_back(state->segment_seqs[s]);
     }
     segments.push_back(added);
-    seqs.push_back(next.segments.back().seq);
+    seqs.push_back(added_seq);
     state->segments = std::move(segments);
     state->segment_seqs = std::move(seqs);
     state->frozen.erase(state->frozen.begin(), state->frozen.begin() + long(consumed_frozen));
@@ -194,21 +230,36 @@ absl::Status Collection::Install(CollectionManifest next, std::shared_ptr<Segmen
   // Old files go once nothing new refers to them; queries still reading an old segment keep
   // its files open (unlinked files stay readable).
   for (const auto& s : replaced) (void)fs_->RemoveAll(s->dir());
-  for (uint64_t seq = old_first_wal; seq < next.first_wal_seq; ++seq) {
+  for (uint64_t seq = old_first_wal; seq < first_wal_seq; ++seq) {
     (void)fs_->RemoveAll(WalPath(dir_, seq));
   }
   return absl::OkStatus();
 }
 
+void Collection::RemoveFailedInstall(uint64_t number, const std::shared_ptr<Segment>& added) {
+  // CURRENT may name the new manifest even though the install failed (an fsync after the
+  // rename); only while it still names MANIFEST-<number> are the new files certainly garbage.
+  // Otherwise they stay, and Open() sorts them out against whatever CURRENT names then.
+  auto live = LoadManifest(fs_, dir_);
+  if (!live.ok() || live->number != number) return;
+  for (const std::string& name :
+       {ManifestFileName(number + 1), ManifestFileName(number + 1) + ".tmp",
+        std::string("CURRENT.tmp")}) {
+    (void)fs_->RemoveAll(JoinPath(dir_, name));
+  }
+  if (added) (void)fs_->RemoveAll(added->dir());
+}
+
 absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
-  if (manifest_.index.type == core::IndexType::kFlat) {
-    return absl::StrCat("collection '", manifest_.name,
+  if (manifest()->index.type == core::IndexType::kFlat) {
+    return absl::StrCat("collection '", name_,
                         "' uses INDEX_FLAT: every search is exact, nothing to build");
   }
-  std::lock_guard<std::mutex> lock(maintenance_mu_);
+  absl::MutexLock lock(&maintenance_mu_);
   const Clock::time_point start = Clock::now();
   SetProgress("freezing", 0);
   absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
+    maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
     SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
     const auto frozen_state = state();
     SegmentRows rows;
@@ -218,7 +269,7 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
     SHOAL_ASSIGN_OR_RETURN(core::IvfModel model, Train(cpu, rows));
     const double train_s = SecondsSince(train_start);
     SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment, WriteAndOpenSegment(cpu, model, rows));
-    CollectionManifest next = manifest_;
+    CollectionManifest next = *manifest();
     next.segments = {{segment->id(), cut.seq, rows.size()}};
     next.tombstones.clear();
     next.write_seq = cut.seq;
@@ -234,22 +285,23 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
         double(segment->disk_bytes()) / (1 << 20), train_s, SecondsSince(start));
   }();
   SetProgress(nullptr, 0);
-  if (result.ok()) core::Logger("collection")->info("{}: {}", manifest_.name, *result);
+  if (result.ok()) core::Logger("collection")->info("{}: {}", name_, *result);
   return result;
 }
 
 absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
-  std::lock_guard<std::mutex> lock(maintenance_mu_);
+  absl::MutexLock lock(&maintenance_mu_);
   const auto before = state();
   if (before->segments.empty()) {
     return absl::StrCat(
-        "every acknowledged write is already durable in the WAL; collection '", manifest_.name,
+        "every acknowledged write is already durable in the WAL; collection '", name_,
         "' has no IVF index yet, so its vectors stay in the memtable (run BuildIndex)");
   }
   if (before->active->live_count() == 0 && before->frozen.empty()) {
     return std::string("the memtable is empty; nothing to flush");
   }
   absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
+    maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
     SetProgress("freezing", 0);
     SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
     const auto frozen_state = state();
@@ -260,7 +312,7 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
       SHOAL_ASSIGN_OR_RETURN(
           std::shared_ptr<Segment> segment,
           WriteAndOpenSegment(cpu, *frozen_state->segments.back()->model(), rows));
-      CollectionManifest next = manifest_;
+      CollectionManifest next = *manifest();
       next.segments.push_back({segment->id(), cut.seq, rows.size()});
       next.tombstones = tombstones_->UpTo(cut.seq);
       next.write_seq = cut.seq;
@@ -275,7 +327,7 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
     return message.empty() ? std::string("nothing live to flush") : message;
   }();
   SetProgress(nullptr, 0);
-  if (result.ok()) core::Logger("collection")->info("{}: {}", manifest_.name, *result);
+  if (result.ok()) core::Logger("collection")->info("{}: {}", name_, *result);
   return result;
 }
 
@@ -289,7 +341,7 @@ absl::StatusOr<std::string> Collection::Merge(core::Executor& cpu) {
   const uint64_t seq = current->segment_seqs.back();
   SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
                          WriteAndOpenSegment(cpu, *current->segments.back()->model(), rows));
-  CollectionManifest next = manifest_;
+  CollectionManifest next = *manifest();
   next.segments = {{segment->id(), seq, rows.size()}};
   next.tombstones.clear();
   SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, current->segments, 0));

@@ -10,11 +10,7 @@
 #include "core/base/status.h"
 
 namespace shoal::storage {
-namespace {
-
-std::string ManifestName(uint64_t n) { return absl::StrFormat("MANIFEST-%06d", n); }
-
-}  // namespace
+std::string ManifestFileName(uint64_t n) { return absl::StrFormat("MANIFEST-%06d", n); }
 
 absl::StatusOr<LoadedManifest> LoadManifest(FileSystem* fs, const std::string& dir) {
   const std::string current_path = JoinPath(dir, "CURRENT");
@@ -27,12 +23,12 @@ absl::StatusOr<LoadedManifest> LoadManifest(FileSystem* fs, const std::string& d
   if (!absl::ConsumePrefix(&name, "MANIFEST-") || !absl::SimpleAtoi(name, &number)) {
     return absl::DataLossError(absl::StrCat(current_path, ": does not name a manifest"));
   }
-  SHOAL_ASSIGN_OR_RETURN(std::string data,
-                         ReadFileToString(fs, JoinPath(dir, ManifestName(number))));
+  const std::string path = JoinPath(dir, ManifestFileName(number));
+  SHOAL_ASSIGN_OR_RETURN(std::string data, ReadFileToString(fs, path));
   auto manifest = DecodeManifest(data);
   if (!manifest.ok()) {
     return absl::Status(manifest.status().code(),
-                        absl::StrCat(dir, ": ", manifest.status().message()));
+                        absl::StrCat(path, ": ", manifest.status().message()));
   }
   return LoadedManifest{*std::move(manifest), number};
 }
@@ -42,12 +38,10 @@ absl::StatusOr<uint64_t> InstallManifest(FileSystem* fs, const std::string& dir,
                                          uint64_t previous_number) {
   const uint64_t number = previous_number + 1;
   SHOAL_RETURN_IF_ERROR(
-      WriteFileAtomically(fs, JoinPath(dir, ManifestName(number)), EncodeManifest(manifest)));
+      WriteFileAtomically(fs, JoinPath(dir, ManifestFileName(number)), EncodeManifest(manifest)));
   SHOAL_RETURN_IF_ERROR(
-      WriteFileAtomically(fs, JoinPath(dir, "CURRENT"), ManifestName(number) + "\n"));
-  if (previous_number > 0) {
-    SHOAL_RETURN_IF_ERROR(fs->RemoveAll(JoinPath(dir, ManifestName(previous_number))));
-  }
+      WriteFileAtomically(fs, JoinPath(dir, "CURRENT"), ManifestFileName(number) + "\n"));
+  if (previous_number > 0) (void)fs->RemoveAll(JoinPath(dir, ManifestFileName(previous_number)));
   return number;
 }
 

@@ -44,9 +44,14 @@ Segment::~Segment() {
 absl::StatusOr<std::shared_ptr<Segment>> Segment::Open(FileSystem* fs, const std::string& dir,
                                                        uint64_t id, IoScheduler* scheduler,
                                                        PartitionCache* cache) {
-  SHOAL_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFileToString(fs, JoinPath(dir, "ivf.meta")));
-  SHOAL_ASSIGN_OR_RETURN(IvfMeta meta, DecodeIvfMeta(meta_bytes));
-  std::shared_ptr<Segment> s(new Segment(dir, id, std::move(meta), scheduler, cache));
+  const std::string meta_path = JoinPath(dir, "ivf.meta");
+  SHOAL_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFileToString(fs, meta_path));
+  auto meta = DecodeIvfMeta(meta_bytes);
+  if (!meta.ok()) {
+    // The decoder knows only "ivf.meta": name the file, so an operator knows which segment.
+    return absl::Status(meta.status().code(), absl::StrCat(dir, "/", meta.status().message()));
+  }
+  std::shared_ptr<Segment> s(new Segment(dir, id, *std::move(meta), scheduler, cache));
   SHOAL_RETURN_IF_ERROR(s->LoadIndex(fs));
   s->disk_bytes_ += meta_bytes.size();
   return s;

@@ -10,19 +10,33 @@
 
 namespace shoal::storage {
 
+absl::Status WalFailureStatus(const absl::Status& cause) {
+  if (cause.code() == absl::StatusCode::kResourceExhausted) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "disk full: the collection is read-only until restart (", cause.message(), ")"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "WAL write failed: the collection is read-only until restart (", cause.ToString(), ")"));
+}
+
 absl::StatusOr<std::unique_ptr<Wal>> Wal::Open(FileSystem* fs, const std::string& path,
                                                WalOptions options) {
+  // A header cut short (ENOSPC or a crash while creating the file) holds no record; records
+  // appended after it would make the whole file unreadable.
+  if (auto size = fs->FileSize(path); size.ok() && *size > 0 && *size < kWalFileHeaderSize) {
+    SHOAL_RETURN_IF_ERROR(fs->Truncate(path, 0));
+  }
   SHOAL_ASSIGN_OR_RETURN(auto file, fs->NewAppendableFile(path));
   if (file->size() == 0) {
     SHOAL_RETURN_IF_ERROR(file->Append(EncodeWalFileHeader()));
     SHOAL_RETURN_IF_ERROR(file->Sync());
     SHOAL_RETURN_IF_ERROR(fs->SyncDir(DirName(path)));
   }
-  return std::unique_ptr<Wal>(new Wal(std::move(file), std::move(options)));
+  return std::unique_ptr<Wal>(new Wal(fs, path, std::move(file), std::move(options)));
 }
 
-Wal::Wal(std::unique_ptr<WritableFile> file, WalOptions options)
-    : options_(std::move(options)), file_(std::move(file)) {
+Wal::Wal(FileSystem* fs, std::string path, std::unique_ptr<WritableFile> file, WalOptions options)
+    : fs_(fs), path_(std::move(path)), options_(std::move(options)), file_(std::move(file)) {
   file_bytes_.store(file_->size());
   thread_ = std::thread([this] { Run(); });
 }
@@ -32,71 +46,88 @@ Wal::~Wal() { (void)Close(); }
 void Wal::Append(std::string record, Callback done) {
   absl::Status refused;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closing_) {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) {
+      refused = failed_;  // read-only, whether or not it is closing too
+    } else if (closing_) {
       refused = absl::UnavailableError("collection is closing");
-    } else if (!failed_.ok()) {
-      refused = absl::Status(
-          failed_.code(),
-          absl::StrCat("WAL is read-only after an earlier failure: ", failed_.message()));
     } else if (queued_bytes_ + record.size() > options_.max_pending_bytes && !queue_.empty()) {
       refused = absl::ResourceExhaustedError("too many writes waiting for the WAL; retry later");
     } else {
       queued_bytes_ += record.size();
       queue_.push_back({std::move(record), std::move(done)});
-      cv_.notify_one();
       return;
     }
   }
   std::move(done)(refused);
 }
 
-void Wal::Run() {
-  auto log = core::Logger("wal");
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [this] { return closing_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // closing and drained
-    std::deque<Pending> batch;
-    batch.swap(queue_);
-    queued_bytes_ = 0;
-    absl::Status status = failed_;
-    lock.unlock();
+std::deque<Wal::Pending> Wal::TakeBatch() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &Wal::HasWorkLocked));
+  std::deque<Pending> batch;
+  batch.swap(queue_);
+  queued_bytes_ = 0;
+  return batch;  // empty: closing and drained
+}
 
-    if (status.ok()) {
-      std::string buffer;
-      for (const Pending& p : batch) buffer.append(p.record);
-      const auto start = std::chrono::steady_clock::now();
-      status = file_->Append(buffer);
-      if (status.ok()) status = file_->Sync();
-      if (options_.on_sync) {
-        options_.on_sync(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-      if (status.ok()) {
-        file_bytes_.fetch_add(buffer.size());
-      } else {
-        log->error("WAL write failed, collection is now read-only: {}", status.ToString());
-        // Sticky before any callback runs: a writer that hears of this failure and retries
-        // at once must be refused too.
-        std::lock_guard<std::mutex> failed_lock(mu_);
-        if (failed_.ok()) failed_ = status;
-      }
-    }
+void Wal::Run() {
+  while (true) {
+    std::deque<Pending> batch = TakeBatch();
+    if (batch.empty()) return;
+    const absl::Status status = WriteBatch(batch);
     for (Pending& p : batch) std::move(p.done)(status);
-    lock.lock();
   }
 }
 
+absl::Status Wal::WriteBatch(const std::deque<Pending>& batch) {
+  if (absl::Status failed = health(); !failed.ok()) return failed;
+  std::string buffer;
+  for (const Pending& p : batch) buffer.append(p.record);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = file_->Append(buffer);
+  if (status.ok()) status = file_->Sync();
+  if (options_.on_sync) {
+    options_.on_sync(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (status.ok()) {
+    file_bytes_.fetch_add(buffer.size());
+    return status;
+  }
+  auto log = core::Logger("wal");
+  log->error("{}: WAL write failed, the collection is read-only until restart: {}", path_,
+             status.ToString());
+  // None of this batch is acknowledged: cut whatever part of it reached the file, so that the
+  // file ends on the last durable record. Nothing is appended after it (the WAL stays failed).
+  if (absl::Status cut = fs_->Truncate(path_, file_bytes_.load()); !cut.ok()) {
+    log->warn("{}: cannot cut the failed write's bytes ({}); replay will", path_, cut.ToString());
+  }
+  // Sticky before any callback runs: a writer that hears of this failure and retries at once
+  // must be refused too.
+  absl::MutexLock lock(&mu_);
+  if (failed_.ok()) failed_ = WalFailureStatus(status);
+  return failed_;
+}
+
 absl::Status Wal::Close() {
+  absl::MutexLock close_lock(&close_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closing_ && !thread_.joinable()) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    if (closed_) return failed_;
     closing_ = true;
-    cv_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
-  return file_ ? file_->Close() : absl::OkStatus();
+  const absl::Status closed = file_->Close();
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  if (!closed.ok() && failed_.ok()) failed_ = WalFailureStatus(closed);
+  return failed_;
+}
+
+absl::Status Wal::health() const {
+  absl::MutexLock lock(&mu_);
+  return failed_;
 }
 
 uint64_t Wal::file_bytes() const { return file_bytes_.load(); }

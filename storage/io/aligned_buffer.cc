@@ -2,6 +2,9 @@
 
 #include <bit>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
 namespace shoal::storage {
 
 size_t BufferPool::ClassOf(size_t bytes) {
@@ -12,7 +15,7 @@ size_t BufferPool::ClassOf(size_t bytes) {
 AlignedBuffer BufferPool::Get(size_t bytes) {
   const size_t cls = ClassOf(bytes);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (cls < free_.size() && !free_[cls].empty()) {
       AlignedBuffer b = std::move(free_[cls].back());
       free_[cls].pop_back();
@@ -27,7 +30,7 @@ void BufferPool::Put(AlignedBuffer buffer) {
   if (!buffer) return;
   const size_t cls = ClassOf(buffer.capacity());
   if ((size_t(1) << cls) != buffer.capacity()) return;  // not one of ours: let it free
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (cached_ + buffer.capacity() > max_cached_) return;
   if (free_.size() <= cls) free_.resize(cls + 1);
   cached_ += buffer.capacity();

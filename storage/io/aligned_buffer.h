@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace shoal::storage {
 
@@ -51,7 +53,7 @@ class BufferPool {
   void Put(AlignedBuffer buffer);
 
   size_t cached_bytes() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return cached_;
   }
 
@@ -59,9 +61,9 @@ class BufferPool {
   static size_t ClassOf(size_t bytes);
 
   const size_t max_cached_;
-  mutable std::mutex mu_;
-  std::vector<std::vector<AlignedBuffer>> free_;  // guarded by mu_; index = size class
-  size_t cached_ = 0;                             // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<std::vector<AlignedBuffer>> free_ ABSL_GUARDED_BY(mu_);  // index = size class
+  size_t cached_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shoal::storage

@@ -2,13 +2,13 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "storage/io/io_backend.h"
 
 namespace shoal::storage {
@@ -21,8 +21,8 @@ IoResult PreadFully(const IoRead& read) {
   const auto start = std::chrono::steady_clock::now();
   uint32_t done = 0;
   while (done < read.length) {
-    const ssize_t n = ::pread(read.fd, read.buffer + done, read.length - done,
-                              off_t(read.offset + done));
+    const ssize_t n =
+        ::pread(read.fd, read.buffer + done, read.length - done, off_t(read.offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       result.status = absl::InternalError(
@@ -47,19 +47,15 @@ class PreadBackend final : public IoBackend {
 
   ~PreadBackend() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
 
   void Submit(std::vector<IoRead> reads) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (IoRead& r : reads) queue_.push_back(r);
-    }
-    cv_.notify_all();
+    absl::MutexLock lock(&mu_);
+    for (IoRead& r : reads) queue_.push_back(r);
   }
 
   std::string_view name() const override { return "pread"; }
@@ -69,8 +65,8 @@ class PreadBackend final : public IoBackend {
     while (true) {
       IoRead read;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &PreadBackend::HasWorkOrStopping));
         if (queue_.empty()) return;  // stopping and drained
         read = queue_.front();
         queue_.pop_front();
@@ -79,11 +75,14 @@ class PreadBackend final : public IoBackend {
     }
   }
 
+  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  }
+
   const IoCallback callback_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<IoRead> queue_;  // guarded by mu_
-  bool stopping_ = false;     // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<IoRead> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -22,10 +22,11 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/logging.h"
 #include "storage/io/io_backend.h"
 
@@ -49,7 +50,7 @@ class UringBackend final : public IoBackend {
 
   ~UringBackend() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
     Wake();
@@ -60,7 +61,7 @@ class UringBackend final : public IoBackend {
 
   void Submit(std::vector<IoRead> reads) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (IoRead& r : reads) submitted_.push_back(r);
     }
     // From a completion callback (the I/O thread itself) no wake-up is needed: the thread
@@ -108,7 +109,7 @@ class UringBackend final : public IoBackend {
 
   // Moves newly submitted reads into `waiting_`; true while the thread should keep running.
   bool TakeSubmitted() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const IoRead& r : submitted_) {
       waiting_.push_back(new Op{r, 0, std::chrono::steady_clock::now()});
     }
@@ -173,9 +174,9 @@ class UringBackend final : public IoBackend {
   const int event_fd_;
   uint64_t wake_buffer_ = 0;
 
-  std::mutex mu_;
-  std::vector<IoRead> submitted_;  // guarded by mu_
-  bool stopping_ = false;          // guarded by mu_
+  absl::Mutex mu_;
+  std::vector<IoRead> submitted_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // I/O thread only.
   std::deque<Op*> waiting_;
@@ -186,8 +187,7 @@ class UringBackend final : public IoBackend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<IoBackend>> NewUringBackend(IoCallback callback,
-                                                           unsigned entries) {
+absl::StatusOr<std::unique_ptr<IoBackend>> NewUringBackend(IoCallback callback, unsigned entries) {
   entries = std::max(4u, entries);
   io_uring ring;
   const int rc = io_uring_queue_init(entries, &ring, 0);
@@ -199,8 +199,7 @@ absl::StatusOr<std::unique_ptr<IoBackend>> NewUringBackend(IoCallback callback,
     io_uring_queue_exit(&ring);
     return absl::UnavailableError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
-  return std::unique_ptr<IoBackend>(
-      new UringBackend(std::move(callback), entries, ring, event_fd));
+  return std::unique_ptr<IoBackend>(new UringBackend(std::move(callback), entries, ring, event_fd));
 }
 
 absl::StatusOr<std::unique_ptr<IoBackend>> NewIoBackend(IoBackendKind kind, IoCallback callback,

@@ -173,6 +173,7 @@ TEST(Wal, TornWriteFromACrashIsRecoveredAsATornTail) {
     ASSERT_TRUE(wal.ok());
     ASSERT_TRUE(AppendAndWait(**wal, Record(1)).ok());
     fs.torn_append_bytes = 5;
+    fs.fail_truncate = true;  // the process dies before it can cut the torn bytes
     EXPECT_FALSE(AppendAndWait(**wal, Record(2)).ok());  // never acknowledged
   }
   absl::Status status;
@@ -181,6 +182,85 @@ TEST(Wal, TornWriteFromACrashIsRecoveredAsATornTail) {
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(ids, std::vector<uint64_t>({1}));
   EXPECT_EQ(truncated, 5u);
+}
+
+TEST(Wal, AFailedAppendCutsItsBytesSoTheFileEndsOnTheLastDurableRecord) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("w.log");
+  testing::FaultyFileSystem fs(DefaultFileSystem());
+  auto wal = Wal::Open(&fs, path, {});
+  ASSERT_TRUE(wal.ok());
+  ASSERT_TRUE(AppendAndWait(**wal, Record(1)).ok());
+  const uint64_t durable = *fs.FileSize(path);
+  EXPECT_EQ((*wal)->file_bytes(), durable);
+  fs.Inject({.op = testing::FaultyFileSystem::Op::kAppend, .torn_bytes = 7});
+  EXPECT_EQ(AppendAndWait(**wal, Record(2)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*fs.FileSize(path), durable);
+}
+
+TEST(Wal, AFullDiskAnswersDiskFullAndOtherIoErrorsUnavailableForEveryLaterAppend) {
+  struct Case {
+    testing::FaultyFileSystem::Fault fault;
+    absl::StatusCode code;
+    const char* text;
+  };
+  using Op = testing::FaultyFileSystem::Op;
+  for (const Case& c : {Case{{.op = Op::kAppend, .error = testing::Enospc()},
+                             absl::StatusCode::kResourceExhausted,
+                             "disk full"},
+                        Case{{.op = Op::kSync, .error = testing::Eio()},
+                             absl::StatusCode::kUnavailable,
+                             "read-only until restart"},
+                        Case{{.op = Op::kAppend, .error = testing::Eio()},
+                             absl::StatusCode::kUnavailable,
+                             "read-only until restart"}}) {
+    testing::TempDir dir;
+    testing::FaultyFileSystem fs(DefaultFileSystem());
+    auto wal = Wal::Open(&fs, dir.Sub("w.log"), {});
+    ASSERT_TRUE(wal.ok());
+    testing::FaultyFileSystem::Fault fault = c.fault;
+    fault.times = 1;  // the disk recovers at once; the WAL must not
+    fs.Inject(fault);
+    for (uint64_t id : {1, 2}) {
+      absl::Status s = AppendAndWait(**wal, Record(id));
+      EXPECT_EQ(s.code(), c.code) << s;
+      EXPECT_NE(s.message().find(c.text), std::string::npos) << s;
+    }
+    EXPECT_EQ((*wal)->health().code(), c.code);
+  }
+}
+
+TEST(Wal, CloseReportsAnEarlierWriteFailure) {
+  testing::TempDir dir;
+  testing::FaultyFileSystem fs(DefaultFileSystem());
+  auto wal = Wal::Open(&fs, dir.Sub("w.log"), {});
+  ASSERT_TRUE(wal.ok());
+  fs.Inject({.op = testing::FaultyFileSystem::Op::kAppend, .times = 1});
+  EXPECT_FALSE(AppendAndWait(**wal, Record(1)).ok());
+  EXPECT_EQ((*wal)->Close().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*wal)->Close().code(), absl::StatusCode::kResourceExhausted);  // idempotent
+}
+
+TEST(Wal, AFileWhoseHeaderWasCutShortIsStartedAfresh) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("w.log");
+  // A full disk while a new WAL file got its header: 5 of its 16 bytes made it.
+  {
+    auto file = DefaultFileSystem()->NewAppendableFile(path);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE((*file)->Append(EncodeWalFileHeader().substr(0, 5)).ok());
+  }
+  {
+    auto wal = Wal::Open(DefaultFileSystem(), path, {});
+    ASSERT_TRUE(wal.ok());
+    ASSERT_TRUE(AppendAndWait(**wal, Record(7)).ok());
+    ASSERT_TRUE((*wal)->Close().ok());
+  }
+  absl::Status status;
+  uint64_t truncated = 0;
+  auto ids = Replay(DefaultFileSystem(), path, &status, &truncated);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(ids, std::vector<uint64_t>({7}));
 }
 
 }  // namespace

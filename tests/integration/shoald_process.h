@@ -49,6 +49,7 @@ class ShoaldProcess {
   std::string addr() const { return server_->grpc_addr(); }
   int grpc_port() const { return server_->grpc_port(); }
   int http_port() const { return server_->http_port(); }
+  pid_t pid() const { return server_->pid(); }
   std::string log() const { return server_->ReadLog(); }
 
   // SIGTERM and wait; returns the exit status (-1 when it had to be killed).

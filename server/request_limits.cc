@@ -1,0 +1,100 @@
+#include "server/request_limits.h"
+
+#include <algorithm>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shoal::server {
+namespace {
+
+// Per-object overheads, measured on libstdc++ / protobuf 3.21 and rounded up.
+constexpr uint64_t kCandidateBytes = 24;  // core::Candidate in a heap
+constexpr uint64_t kNeighborBytes = 16;   // core::Neighbor in a result
+constexpr uint64_t kHitObjectBytes = 64;  // v1::SearchHit plus its pointer in the repeated field
+constexpr uint64_t kHitWireBytes = 18;    // id and distance, tagged
+constexpr uint64_t kPointObjectBytes = 96;
+constexpr uint64_t kPointWireBytes = 16;
+
+std::string MiB(uint64_t bytes) { return absl::StrFormat("%.1f MiB", double(bytes) / (1 << 20)); }
+
+absl::Status CheckResponse(uint64_t wire_bytes, const RequestLimits& limits, const char* advice) {
+  if (wire_bytes <= limits.max_response_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("the response would be about ", MiB(wire_bytes),
+                                                   ", over server.max_message_bytes (",
+                                                   MiB(limits.max_response_bytes), "); ", advice));
+}
+
+absl::Status CheckRequest(uint64_t bytes, const RequestLimits& limits, const std::string& what) {
+  if (bytes <= limits.max_request_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("this request would hold about ", MiB(bytes),
+                                                   " (", what, "), over limits.max_request_bytes (",
+                                                   MiB(limits.max_request_bytes), ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchShape& shape,
+                                    const RequestLimits& limits) {
+  const uint64_t nq = uint64_t(req.queries_size()), k = req.k();
+  const uint64_t refine = std::max<uint64_t>(1, req.refine_factor());
+  const uint64_t per_query = k * refine;  // k <= 10000 and refine < 2^32: no overflow
+  if (per_query > limits.max_candidates_per_query) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        req.refine_factor() > 1 ? "refine_factor" : "k", ": k * refine_factor = ", per_query,
+        " candidates per query, over limits.max_candidates_per_query (",
+        limits.max_candidates_per_query, ")"));
+  }
+  const uint64_t vector_bytes = uint64_t(shape.dim) * sizeof(float);
+  const uint64_t wire_hit = kHitWireBytes + (req.include_vectors() ? vector_bytes + 6 : 0);
+  if (auto s = CheckResponse(nq * k * wire_hit, limits,
+                             "send fewer queries per request or ask for a smaller k");
+      !s.ok()) {
+    return s;
+  }
+  const uint64_t queries = nq * vector_bytes;
+  const uint64_t candidates = nq * per_query * kCandidateBytes;
+  const uint64_t tables = nq * shape.table_bytes_per_query;
+  const uint64_t plan = nq * uint64_t(shape.nprobe) * shape.num_segments * 2 * sizeof(uint32_t);
+  const uint64_t response =
+      nq * k * (kNeighborBytes + kHitObjectBytes + (req.include_vectors() ? vector_bytes : 0));
+  const uint64_t total = queries + candidates + tables + plan + response;
+  if (auto s = CheckRequest(total, limits,
+                            absl::StrCat(nq, " queries x ", per_query, " candidates: ",
+                                         MiB(candidates), " of candidates, ", MiB(tables),
+                                         " of query tables, ", MiB(response), " of response"));
+      !s.ok()) {
+    return s;
+  }
+  return total;
+}
+
+absl::StatusOr<uint64_t> GetCost(const v1::GetRequest& req, uint32_t dim,
+                                 const RequestLimits& limits) {
+  const uint64_t n = uint64_t(req.ids_size());
+  const uint64_t vector_bytes = req.include_vectors() ? uint64_t(dim) * sizeof(float) : 0;
+  if (auto s = CheckResponse(n * (kPointWireBytes + vector_bytes), limits,
+                             "ask for fewer ids per request");
+      !s.ok()) {
+    return s;
+  }
+  const uint64_t total = n * (kPointObjectBytes + 2 * vector_bytes);  // stored copy + proto
+  if (auto s = CheckRequest(total, limits, absl::StrCat(n, " points")); !s.ok()) return s;
+  return total;
+}
+
+absl::StatusOr<InflightBytes::Reservation> InflightBytes::Acquire(uint64_t bytes) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (used + bytes > budget_ && used > 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("requests in flight hold about ", MiB(used), "; this one needs ", MiB(bytes),
+                       " more, over limits.max_inflight_request_bytes (", MiB(budget_),
+                       "); retry with backoff"));
+    }
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return Reservation(this, bytes);
+}
+
+}  // namespace shoal::server

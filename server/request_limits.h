@@ -1,0 +1,88 @@
+// Request limits (DESIGN I-9): what one request may make the server hold, estimated from its
+// fields and the collection's shape before any work starts, and what all requests running at
+// once may hold together.
+//
+//   - k * refine_factor candidates per query: past limits.max_candidates_per_query the field is
+//     wrong for any server, so INVALID_ARGUMENT names refine_factor (or k).
+//   - the working memory of one Search or Get (query copies, candidate heaps, per-segment query
+//     tables such as PQ's nq x m x 256 floats, the response as objects): past
+//     limits.max_request_bytes, RESOURCE_EXHAUSTED naming the limit and the estimate.
+//   - the serialised response: past server.max_message_bytes it could not be sent anyway, so
+//     it is refused before the work rather than after it.
+//   - InflightBytes: the estimates of every Search and Get running at once, bounded by
+//     limits.max_inflight_request_bytes; past it, RESOURCE_EXHAUSTED (retry with backoff).
+//
+// The estimates are upper bounds of what the engine allocates per request; the scan scratch
+// of a task is bounded separately by the engine (core/index/ivf_search.cc) and is per thread.
+//
+// Thread-safety: the functions are pure; InflightBytes is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal::server {
+
+struct RequestLimits {
+  uint64_t max_candidates_per_query = 100000;
+  uint64_t max_request_bytes = 256ull << 20;
+  uint64_t max_response_bytes = 64ull << 20;  // server.max_message_bytes
+};
+
+// What a search's cost depends on besides the request.
+struct SearchShape {
+  uint32_t dim = 0;
+  uint64_t table_bytes_per_query = 0;  // per-query prepared state, summed over segments
+  uint32_t num_segments = 0;
+  uint32_t nprobe = 0;  // effective
+};
+
+// Estimated bytes the request will hold, or the error that refuses it.
+absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchShape& shape,
+                                    const RequestLimits& limits);
+absl::StatusOr<uint64_t> GetCost(const v1::GetRequest& req, uint32_t dim,
+                                 const RequestLimits& limits);
+
+// The byte budget shared by the requests running at once.
+class InflightBytes {
+ public:
+  explicit InflightBytes(uint64_t budget) : budget_(budget) {}
+
+  // Bytes held until destroyed (move-only).
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)), bytes_(other.bytes_) {}
+    Reservation& operator=(Reservation&& other) noexcept {
+      std::swap(owner_, other.owner_);
+      std::swap(bytes_, other.bytes_);
+      return *this;
+    }
+    ~Reservation() {
+      if (owner_) owner_->used_.fetch_sub(bytes_, std::memory_order_relaxed);
+    }
+
+   private:
+    friend class InflightBytes;
+    Reservation(InflightBytes* owner, uint64_t bytes) : owner_(owner), bytes_(bytes) {}
+    InflightBytes* owner_ = nullptr;
+    uint64_t bytes_ = 0;
+  };
+
+  // Reserves `bytes`, or RESOURCE_EXHAUSTED when the budget cannot hold them now. A request
+  // alone is always admitted, so one larger than the budget cannot wait forever.
+  absl::StatusOr<Reservation> Acquire(uint64_t bytes);
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t budget_;
+  std::atomic<uint64_t> used_{0};
+};
+
+}  // namespace shoal::server

@@ -1,0 +1,97 @@
+#include "server/request_limits.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shoal::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::SearchRequest SearchOf(int queries, uint32_t dim, uint32_t k, uint32_t refine = 0) {
+  v1::SearchRequest req;
+  req.set_collection("c");
+  req.set_k(k);
+  req.set_refine_factor(refine);
+  for (int i = 0; i < queries; ++i) req.add_queries()->mutable_values()->Resize(int(dim), 0.5f);
+  return req;
+}
+
+SearchShape FlatShape(uint32_t dim) { return {dim, 4, 1, 16}; }
+
+TEST(RequestLimits, AnOrdinarySearchIsAdmittedWithAnEstimate) {
+  auto cost = SearchCost(SearchOf(10, 128, 10), FlatShape(128), RequestLimits{});
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  EXPECT_GT(*cost, 10u * 128 * 4);  // at least the queries themselves
+  EXPECT_LT(*cost, 1u << 20);
+}
+
+TEST(RequestLimits, TooManyCandidatesPerQueryNamesRefineFactor) {
+  auto cost = SearchCost(SearchOf(1, 4, 10, 2147483647), FlatShape(4), RequestLimits{});
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("refine_factor"));
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("100000"));
+  // Without refine the same bound names k.
+  RequestLimits small;
+  small.max_candidates_per_query = 5;
+  cost = SearchCost(SearchOf(1, 4, 10), FlatShape(4), small);
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("k: "));
+}
+
+TEST(RequestLimits, AResponseLargerThanAMessageIsRefused) {
+  auto cost = SearchCost(SearchOf(10000, 4, 10000), FlatShape(4), RequestLimits{});
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("server.max_message_bytes"));
+  // Vectors in the answer count: 1000 hits of 4096 floats is 16 MiB.
+  v1::SearchRequest req = SearchOf(1, 4096, 1000);
+  req.set_include_vectors(true);
+  RequestLimits limits;
+  limits.max_response_bytes = 8 << 20;
+  EXPECT_EQ(SearchCost(req, FlatShape(4096), limits).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  req.set_include_vectors(false);
+  EXPECT_TRUE(SearchCost(req, FlatShape(4096), limits).ok());
+}
+
+TEST(RequestLimits, PqTablesCountPerQueryAndSegment) {
+  // 2000 queries x (m 64 x 256 floats) x 4 segments = 500 MiB of tables.
+  SearchShape shape{128, 4 * (64 * 256 * 4), 4, 16};
+  auto cost = SearchCost(SearchOf(2000, 128, 10), shape, RequestLimits{});
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("limits.max_request_bytes"));
+  EXPECT_TRUE(SearchCost(SearchOf(100, 128, 10), shape, RequestLimits{}).ok());
+}
+
+TEST(RequestLimits, GetWithVectorsIsBoundedByTheResponse) {
+  v1::GetRequest req;
+  for (uint64_t i = 0; i < 100000; ++i) req.add_ids(i);
+  req.set_include_vectors(true);
+  EXPECT_EQ(GetCost(req, 1024, RequestLimits{}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  req.set_include_vectors(false);
+  EXPECT_TRUE(GetCost(req, 1024, RequestLimits{}).ok());
+}
+
+TEST(InflightBytes, RefusesPastTheBudgetAndReturnsItOnRelease) {
+  InflightBytes budget(100);
+  auto a = budget.Acquire(60);
+  ASSERT_TRUE(a.ok());
+  auto b = budget.Acquire(60);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("limits.max_inflight_request_bytes"));
+  EXPECT_EQ(budget.used(), 60u);
+  { auto moved = *std::move(a); }
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_TRUE(budget.Acquire(60).ok());  // released again at once (a temporary)
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(InflightBytes, ALoneRequestLargerThanTheBudgetIsStillAdmitted) {
+  InflightBytes budget(100);
+  auto big = budget.Acquire(500);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(budget.Acquire(1).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace shoal::server
