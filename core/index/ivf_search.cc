@@ -5,12 +5,13 @@
 #include <chrono>
 #include <deque>
 #include <exception>
-#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/index/distance.h"
 #include "core/index/partition_scan.h"
 #include "core/index/topk.h"
@@ -91,14 +92,14 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   void Route() {
     const Clock::time_point start = Clock::now();
     if (absl::Status s = CheckCancel(); !s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       FailLocked(std::move(s));
     } else {
       Plan();
     }
     const uint64_t route_us = MicrosSince(start);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (QueryStats& s : stats_) s.cpu_us += route_us / std::max<size_t>(1, req_.num_queries);
       routed_ = true;
     }
@@ -111,7 +112,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     absl::Status status = CheckCancel();
     if (status.ok()) status = absl::CancelledError("request cancelled");
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       FailLocked(std::move(status));
     }
     Progress();
@@ -191,7 +192,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
         }
       }
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     work_ = std::move(memtable_work);
     for (size_t i = 0; i < work_.size(); ++i) ready_.push_back({i, {}});
     next_fetch_ = work_.size();
@@ -207,7 +208,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     bool stage_done = false;
     bool cancel_sources = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!routed_) return;  // nothing fetched yet; Route calls Progress when it is done
       cancel_sources = std::exchange(cancel_sources_, false);
       if (failed_) {
@@ -246,7 +247,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     for (size_t w : fetches) StartFetch(w);
     if (!fetches.empty()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         --issuing_;
         // Failed while these were being issued: they may have queued after the sources were
         // told, so tell them again (idempotent).
@@ -275,7 +276,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   void OnFetched(size_t index, absl::StatusOr<PartitionData> data) {
     bool progress = true;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --fetches_in_flight_;
       if (!data.ok()) {
         pinned_bytes_ -= work_[index].bytes;
@@ -291,7 +292,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
 
   // REQUIRES: mu_ held. The first failure wins; it also asks for the sources to drop this
   // query's queued reads (done outside the lock by Progress or Refine).
-  void FailLocked(absl::Status status) {
+  void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!failed_) {
       error_ = std::move(status);
       cancel_sources_ = true;
@@ -310,7 +311,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   void Scan() {
     std::vector<ReadyItem> batch;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       const size_t share = std::clamp<size_t>((ready_.size() + max_tasks_ - 1) / max_tasks_, 1,
                                               req_.options.batch_partitions);
       uint64_t bytes = 0;
@@ -330,7 +331,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       item.data.pin.reset();  // unpin as soon as the partition is scanned
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (size_t q = 0; q < req_.num_queries; ++q) {
         if (results.topk[q]) candidates_[q].Merge(*results.topk[q]);
         Add(results.stats[q], &stats_[q]);
@@ -438,7 +439,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     std::vector<std::vector<Candidate>> per_query(req_.num_queries);
     bool failed;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       failed = failed_;
       for (size_t q = 0; q < req_.num_queries; ++q) per_query[q] = candidates_[q].Take();
     }
@@ -456,7 +457,10 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       std::vector<std::pair<uint32_t, Candidate>> owners;  // (query, candidate)
     };
     std::vector<Pending> by_segment(req_.segments.size());
-    refined_.assign(req_.num_queries, TopK(req_.k));
+    {
+      absl::MutexLock lock(&mu_);  // uncontended: no refine read is in flight yet
+      refined_.assign(req_.num_queries, TopK(req_.k));
+    }
     exact_.assign(req_.num_queries, {});
     for (uint32_t q = 0; q < req_.num_queries; ++q) {
       for (const Candidate& c : per_query[q]) {
@@ -473,7 +477,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       if (!by_segment[s].rows.empty()) reads.push_back(s);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       refine_reads_ = reads.size();
     }
     if (reads.empty()) return RefineDone();
@@ -494,7 +498,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     }
     bool cancel;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       cancel = failed_;  // cancelled while issuing: the reads above may be queued
     }
     CancelSourcesIf(cancel);
@@ -521,7 +525,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     const uint64_t cpu_us = MicrosSince(start);
     bool last, cancel_sources;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!status.ok()) FailLocked(std::move(status));
       cancel_sources = std::exchange(cancel_sources_, false);
       for (const auto& [q, c] : exact) {
@@ -537,18 +541,23 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
 
   void RefineDone() {
     finals_.assign(req_.num_queries, {});
-    for (size_t q = 0; q < req_.num_queries; ++q) {
-      for (const Candidate& c : exact_[q]) refined_[q].Push(c.key, c.id);
-      for (const ScoredId& s : refined_[q].Take()) finals_[q].push_back({s.key, s.id});
+    {
+      absl::MutexLock lock(&mu_);  // uncontended: the last refine read has answered
+      for (size_t q = 0; q < req_.num_queries; ++q) {
+        for (const Candidate& c : exact_[q]) refined_[q].Push(c.key, c.id);
+        for (const ScoredId& s : refined_[q].Take()) finals_[q].push_back({s.key, s.id});
+      }
     }
     Answer();
   }
 
   void Answer() {
     absl::Status error;
+    std::vector<QueryStats> stats;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (failed_) error = error_;
+      stats = std::move(stats_);
     }
     if (!error.ok()) return std::move(done_)(std::move(error));
     std::vector<QueryResult> results(req_.num_queries);
@@ -557,7 +566,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       for (size_t i = 0; i < n; ++i) {
         results[q].neighbors.push_back({finals_[q][i].id, FromKey(req_.metric, finals_[q][i].key)});
       }
-      results[q].stats = stats_[q];
+      results[q].stats = stats[q];
     }
     std::move(done_)(std::move(results));
   }
@@ -574,23 +583,26 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   std::unique_ptr<PreparedQueries> memtable_prepared_;
   std::vector<Work> work_;  // immutable once routed_
 
-  std::mutex mu_;
-  bool routed_ = false;                    // guarded by mu_
-  bool failed_ = false;                    // guarded by mu_
-  bool finishing_ = false;                 // guarded by mu_
-  bool cancel_sources_ = false;            // guarded by mu_: failed, sources not yet told
-  absl::Status error_;                     // guarded by mu_
-  size_t next_fetch_ = 0;                  // guarded by mu_
-  size_t fetches_in_flight_ = 0;           // guarded by mu_
-  size_t issuing_ = 0;                     // guarded by mu_: threads inside StartFetch loops
-  size_t active_tasks_ = 0;                // guarded by mu_
-  size_t scanned_ = 0;                     // guarded by mu_: work items finished or dropped
-  uint64_t pinned_bytes_ = 0;              // guarded by mu_
-  std::deque<ReadyItem> ready_;            // guarded by mu_
-  std::vector<CandidateTopK> candidates_;  // guarded by mu_
-  std::vector<QueryStats> stats_;          // guarded by mu_
-  size_t refine_reads_ = 0;                // guarded by mu_
-  std::vector<TopK> refined_;              // guarded by mu_
+  absl::Mutex mu_;
+  bool routed_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // failed, sources not yet told
+  bool cancel_sources_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  size_t next_fetch_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t fetches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // threads inside StartFetch loops
+  size_t issuing_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t active_tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  // work items finished or dropped
+  size_t scanned_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<ReadyItem> ready_ ABSL_GUARDED_BY(mu_);
+  std::vector<CandidateTopK> candidates_ ABSL_GUARDED_BY(mu_);
+  std::vector<QueryStats> stats_ ABSL_GUARDED_BY(mu_);
+  size_t refine_reads_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<TopK> refined_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<Candidate>> exact_;
   std::vector<std::vector<Candidate>> finals_;
 

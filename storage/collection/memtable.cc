@@ -35,7 +35,7 @@ void Memtable::Upsert(const PointRecord& point) {
   size_t row;
   std::shared_ptr<Chunk> chunk;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     row = rows_;
     if (row / rows_per_chunk_ >= chunks_.size()) {
       chunks_.push_back(std::make_shared<Chunk>(rows_per_chunk_, dim_));
@@ -47,7 +47,7 @@ void Memtable::Upsert(const PointRecord& point) {
   chunk->ids[slot] = point.id;
   chunk->attributes[slot] = point.attributes;
 
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto [it, inserted] = row_of_id_.try_emplace(point.id, row);
   if (!inserted) {
     const size_t old = it->second;
@@ -62,7 +62,7 @@ void Memtable::ForEachLive(
   std::vector<std::shared_ptr<Chunk>> chunks;
   size_t rows;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     chunks = chunks_;
     rows = rows_;
   }
@@ -75,7 +75,7 @@ void Memtable::ForEachLive(
 }
 
 bool Memtable::Delete(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = row_of_id_.find(id);
   if (it == row_of_id_.end()) return false;
   const size_t row = it->second;
@@ -88,7 +88,7 @@ core::FlatView Memtable::Snapshot() const {
   auto chunks = std::make_shared<std::vector<std::shared_ptr<Chunk>>>();
   size_t rows;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     *chunks = chunks_;
     rows = rows_;
   }
@@ -105,7 +105,7 @@ core::FlatView Memtable::Snapshot() const {
 }
 
 std::optional<StoredPoint> Memtable::Get(uint64_t id, bool include_vector) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = row_of_id_.find(id);
   if (it == row_of_id_.end()) return std::nullopt;
   const Chunk& chunk = *chunks_[it->second / rows_per_chunk_];
@@ -121,12 +121,12 @@ std::optional<StoredPoint> Memtable::Get(uint64_t id, bool include_vector) const
 }
 
 uint64_t Memtable::live_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return row_of_id_.size();
 }
 
 uint64_t Memtable::memory_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return chunks_.size() * rows_per_chunk_ * (dim_ * sizeof(float) + 9 + sizeof(std::string));
 }
 

@@ -15,12 +15,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "core/index/search_types.h"
 #include "storage/format/wal_format.h"
 
@@ -61,10 +62,10 @@ class Memtable {
   const uint32_t dim_;
   const size_t rows_per_chunk_;
 
-  mutable std::mutex mu_;  // guards the fields below; held only for short bookkeeping
-  std::vector<std::shared_ptr<Chunk>> chunks_;
-  size_t rows_ = 0;                                  // published rows
-  absl::flat_hash_map<uint64_t, size_t> row_of_id_;  // live id -> row
+  mutable absl::Mutex mu_;  // held only for short bookkeeping
+  std::vector<std::shared_ptr<Chunk>> chunks_ ABSL_GUARDED_BY(mu_);
+  size_t rows_ ABSL_GUARDED_BY(mu_) = 0;                                  // published rows
+  absl::flat_hash_map<uint64_t, size_t> row_of_id_ ABSL_GUARDED_BY(mu_);  // live id -> row
 };
 
 }  // namespace shoal::storage

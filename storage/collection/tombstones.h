@@ -9,10 +9,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <shared_mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "core/index/ivf_search.h"
 #include "storage/format/manifest_format.h"
 
@@ -21,23 +22,23 @@ namespace shoal::storage {
 class Tombstones {
  public:
   void Set(uint64_t id, uint64_t seq) {
-    std::unique_lock lock(mu_);
+    absl::MutexLock lock(&mu_);
     uint64_t& s = seq_of_[id];
     s = std::max(s, seq);
   }
   // 0 if the id has no tombstone.
   uint64_t Get(uint64_t id) const {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     auto it = seq_of_.find(id);
     return it == seq_of_.end() ? 0 : it->second;
   }
   // Forgets tombstones at or below `seq` (no segment older than that is left).
   void DropUpTo(uint64_t seq) {
-    std::unique_lock lock(mu_);
+    absl::MutexLock lock(&mu_);
     absl::erase_if(seq_of_, [seq](const auto& kv) { return kv.second <= seq; });
   }
   std::vector<Tombstone> UpTo(uint64_t seq) const {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     std::vector<Tombstone> out;
     for (const auto& [id, s] : seq_of_) {
       if (s <= seq) out.push_back({id, s});
@@ -45,13 +46,13 @@ class Tombstones {
     return out;
   }
   size_t size() const {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     return seq_of_.size();
   }
 
  private:
-  mutable std::shared_mutex mu_;
-  absl::flat_hash_map<uint64_t, uint64_t> seq_of_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> seq_of_ ABSL_GUARDED_BY(mu_);
 };
 
 // The dead rows of one segment: ids whose tombstone is newer than the segment.
