@@ -250,11 +250,17 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "search.batch_bytes / search.max_pinned_bytes_per_query: must be at least 1");
   }
-  if (loaded.config.max_candidates_per_query < 1 || loaded.config.max_request_bytes < 1 ||
+  // The upper bound keeps the cost arithmetic (queries x candidates x bytes) far from overflow.
+  if (loaded.config.max_candidates_per_query < 1 ||
+      loaded.config.max_candidates_per_query > 10000000) {
+    return absl::InvalidArgumentError(
+        "limits.max_candidates_per_query: must be between 1 and 10000000");
+  }
+  if (loaded.config.max_request_bytes < 1 ||
       loaded.config.max_inflight_request_bytes < loaded.config.max_request_bytes) {
     return absl::InvalidArgumentError(
-        "limits: max_candidates_per_query and max_request_bytes must be at least 1, and "
-        "max_inflight_request_bytes at least max_request_bytes");
+        "limits: max_request_bytes must be at least 1, and max_inflight_request_bytes at least "
+        "max_request_bytes");
   }
   if (loaded.config.maintenance_threads < 1) {
     return absl::InvalidArgumentError("server.maintenance_threads: must be at least 1");

@@ -204,8 +204,11 @@ void ShoalService::Upsert(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     return;
   }
   (*c)->Upsert(ToPointRecords(*req), [this, r, resp, collection = *c](absl::StatusOr<uint64_t> n) {
-    if (n.ok()) resp->set_upserted(*n);
-    r->FinishWith(n.status());
+    Guarded(r, [&] {
+      if (n.ok()) resp->set_upserted(*n);
+      r->FinishWith(n.status());
+    })();
+    // After FinishWith `r` may be gone: nothing below may touch it.
     if (n.ok()) MaybeFlush(collection);
   });
 }
@@ -220,10 +223,10 @@ void ShoalService::Delete(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     return;
   }
   std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
-  (*c)->Delete(std::move(ids), [r, resp](absl::StatusOr<uint64_t> n) {
-    if (n.ok()) resp->set_deleted(*n);
-    r->FinishWith(n.status());
-  });
+  (*c)->Delete(std::move(ids), Guarded(r, [r, resp](absl::StatusOr<uint64_t> n) {
+                 if (n.ok()) resp->set_deleted(*n);
+                 r->FinishWith(n.status());
+               }));
 }
 
 void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::GetRequest* req,
@@ -329,22 +332,22 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
         "); retry with backoff")));
     return;
   }
+  // From here the slot is returned on every path, an exception's included.
+  SearchSlot slot(this);
   auto reservation = inflight_bytes_.Acquire(*cost);
   if (!reservation.ok()) {
-    inflight_searches_.fetch_sub(1);
     r->FinishWith(reservation.status());
     return;
   }
-  metrics_->search_inflight().Increment();
   core::IvfSearchRequest search = ToEngineRequest(*collection, std::move(snapshot), *req, nprobe);
   search.cancel = r->cancel_token();
   search.options.batch_partitions = options_.batch_partitions;
   search.options.batch_bytes = options_.batch_bytes;
   search.options.max_pinned_bytes = options_.max_pinned_bytes;
-  auto done = [this, r, req, resp, collection, reservation = *std::move(reservation)](
+  auto done = [this, r, req, resp, collection, slot = std::move(slot),
+               reservation = *std::move(reservation)](
                   absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
-    inflight_searches_.fetch_sub(1);
-    metrics_->search_inflight().Decrement();
+    slot.Release();
     if (!results.ok()) return r->FinishWith(results.status());
     for (const core::QueryResult& result : *results) {
       v1::SearchResult* out = resp->add_results();
@@ -359,20 +362,40 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
       return r->FinishWith(absl::OkStatus());
     }
     // Vectors and attributes may live in segments (blocking reads): not on the arena.
-    admin_->Submit(Guarded(r, [r, req, resp, collection, reservation = std::move(reservation)] {
-      AttachPoints(*collection, *req, resp);
-      r->FinishWith(absl::OkStatus());
-    }));
+    admin_->Submit(
+        Guarded(r, [this, r, req, resp, collection, reservation = std::move(reservation)] {
+          r->FinishWith(AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp));
+        }));
   };
   core::IvfSearch(*cpu_, std::move(search), Guarded(r, std::move(done)));
 }
 
-void ShoalService::AttachPoints(const storage::Collection& collection, const v1::SearchRequest& req,
-                                v1::SearchResponse* resp) {
+ShoalService::SearchSlot::SearchSlot(ShoalService* service) : service_(service) {
+  service_->metrics_->search_inflight().Increment();
+}
+
+void ShoalService::SearchSlot::Release() {
+  if (ShoalService* s = std::exchange(service_, nullptr)) {
+    s->inflight_searches_.fetch_sub(1);
+    s->metrics_->search_inflight().Decrement();
+  }
+}
+
+absl::Status ShoalService::AttachPoints(const storage::Collection& collection,
+                                        const v1::SearchRequest& req, uint64_t max_response_bytes,
+                                        v1::SearchResponse* resp) {
+  // Attributes are not in the request's estimate: count what is attached as it grows.
+  uint64_t wire_bytes = resp->ByteSizeLong();
   for (v1::SearchResult& result : *resp->mutable_results()) {
     for (v1::SearchHit& hit : *result.mutable_hits()) {
       const uint64_t id = hit.id();
       for (const auto& p : collection.Get({&id, 1}, req.include_vectors())) {
+        wire_bytes += p.vector.size() * sizeof(float) + p.attributes.size() + 8;
+        if (wire_bytes > max_response_bytes) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "the response with vectors and attributes would be over server.max_message_bytes (",
+              max_response_bytes, " bytes); ask for fewer queries, a smaller k or no attributes"));
+        }
         hit.mutable_vector()->Assign(p.vector.begin(), p.vector.end());
         if (req.include_attributes() && !p.attributes.empty()) {
           if (auto attrs = storage::DecodeAttributes(p.attributes); attrs.ok()) {
@@ -382,6 +405,7 @@ void ShoalService::AttachPoints(const storage::Collection& collection, const v1:
       }
     }
   }
+  return absl::OkStatus();
 }
 
 // BuildIndex and Flush: block a maintenance thread for the work (never an admin one, so a build
@@ -412,7 +436,16 @@ void ShoalService::Flush(CallbackServerContext* ctx, UnaryReactor* r, const v1::
                          v1::FlushResponse* resp) {
   RunMaintenance(ctx, r, req->collection(), resp, &storage::Collection::Flush);
 }
-void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collection) {
+void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collection) noexcept {
+  try {
+    QueueFlushIfDue(collection);
+  } catch (const std::exception& e) {
+    core::Logger("server")->error("{}: queueing a background flush: {}", collection->name(),
+                                  e.what());
+  }
+}
+
+void ShoalService::QueueFlushIfDue(const std::shared_ptr<storage::Collection>& collection) {
   const storage::CollectionStats stats = collection->Stats();
   if (stats.num_segments == 0 || stats.memtable_rows < options_.flush_rows) return;
   {

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -101,10 +102,26 @@ class ShoalService final {
   Metrics* metrics() const { return metrics_; }
 
  private:
+  // One search counted in search.max_inflight (taken by the caller) and the in-flight gauge,
+  // until Release() or destruction. Move-only.
+  class SearchSlot {
+   public:
+    explicit SearchSlot(ShoalService* service);
+    SearchSlot(SearchSlot&& other) noexcept : service_(std::exchange(other.service_, nullptr)) {}
+    SearchSlot& operator=(SearchSlot&&) = delete;
+    ~SearchSlot() { Release(); }
+    void Release();
+
+   private:
+    ShoalService* service_;
+  };
+
   void FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const;
   // Search with include_vectors / include_attributes: the hits' stored points (blocking reads).
-  static void AttachPoints(const storage::Collection& collection, const v1::SearchRequest& req,
-                           v1::SearchResponse* resp);
+  // RESOURCE_EXHAUSTED when they would take the response past `max_response_bytes`.
+  static absl::Status AttachPoints(const storage::Collection& collection,
+                                   const v1::SearchRequest& req, uint64_t max_response_bytes,
+                                   v1::SearchResponse* resp);
   // State BROKEN and the reason; false when `name` is not a broken collection.
   bool FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const;
   // Appends the broken collections, then sorts the list by name.
@@ -112,7 +129,8 @@ class ShoalService final {
   core::Executor* maintenance() const { return maintenance_ ? maintenance_ : admin_; }
   // Queues a background flush when an indexed collection's memtable has grown past
   // options_.flush_rows (one at a time per collection).
-  void MaybeFlush(const std::shared_ptr<storage::Collection>& collection);
+  void MaybeFlush(const std::shared_ptr<storage::Collection>& collection) noexcept;
+  void QueueFlushIfDue(const std::shared_ptr<storage::Collection>& collection);
   template <typename Response>
   void RunMaintenance(CallbackServerContext* ctx, UnaryReactor* r, const std::string& name,
                       Response* resp,

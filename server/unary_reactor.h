@@ -58,12 +58,17 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
   const std::shared_ptr<core::CancelToken>& cancel_token() const { return token_; }
   const char* method() const { return method_; }
 
-  void FinishWith(absl::Status status) {
+  // Never throws: once finished_ is set the call must reach Finish().
+  void FinishWith(absl::Status status) noexcept {
     if (finished_.exchange(true)) return;
-    if (status.ok()) status = SerializeResponse();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    metrics_->ObserveRpc(method_, int(status.code()), seconds);
+    try {
+      if (status.ok()) status = SerializeResponse();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      metrics_->ObserveRpc(method_, int(status.code()), seconds);
+    } catch (const std::exception& e) {
+      status = InternalErrorIn(method_, e.what());
+    }
     Finish(ToGrpc(status));
   }
 

@@ -57,7 +57,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
         input_done_ = true;
         finish = MaybeFinishLocked();
       } else if (error_.ok()) {
-        absl::Status s = Accept();
+        absl::Status s = AcceptCatching(&records);
         if (!s.ok()) {
           FailLocked(s);
           finish = MaybeFinishLocked();
@@ -66,7 +66,6 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
           // reactor cannot be deleted) until this write has reported back.
           ++outstanding_;
           ++message_index_;
-          records = ToPointRecords(request_);
           target = collection_;
           if (outstanding_ < kMaxOutstanding) ReadNextLocked();
         }
@@ -87,6 +86,19 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   }
 
  private:
+  // Accept(), then the message's WAL records; an exception (an allocation failure on a large
+  // message) fails the stream with INTERNAL instead of reaching gRPC.
+  absl::Status AcceptCatching(std::vector<storage::PointRecord>* records)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    try {
+      absl::Status s = Accept();
+      if (s.ok()) *records = ToPointRecords(request_);
+      return s;
+    } catch (const std::exception& e) {
+      return InternalErrorIn("UpsertStream", e.what());
+    }
+  }
+
   // Parses and validates the message just read and binds the stream to its collection on the
   // first one.
   absl::Status Accept() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

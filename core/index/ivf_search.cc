@@ -91,11 +91,11 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   // The first task: coarse search, the partition-major plan, prepared queries.
   void Route() {
     const Clock::time_point start = Clock::now();
-    if (absl::Status s = CheckCancel(); !s.ok()) {
+    absl::Status s = CheckCancel();
+    if (s.ok()) s = Catching("planning the search", [this] { Plan(); });
+    if (!s.ok()) {
       absl::MutexLock lock(&mu_);
       FailLocked(std::move(s));
-    } else {
-      Plan();
     }
     const uint64_t route_us = MicrosSince(start);
     {
@@ -356,17 +356,25 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     to->cpu_us += from.cpu_us;
   }
 
-  // Scratch grows with queries x partition rows: an allocation failure fails the request, it
-  // must not escape the task (the job would never finish).
-  absl::Status ScanItemCatching(const ReadyItem& item, TaskResults* results) {
+  // Runs `fn`; an exception (an allocation failure above all: scratch, PQ tables and results
+  // grow with the request) becomes the request's status. Nothing may escape a task: the job
+  // would never answer.
+  template <typename Fn>
+  static absl::Status Catching(const char* what, Fn&& fn) {
     try {
-      ScanItem(item, results);
+      fn();
       return absl::OkStatus();
     } catch (const std::bad_alloc&) {
-      return absl::ResourceExhaustedError("out of memory scanning a partition");
+      return absl::ResourceExhaustedError(std::string("out of memory ") + what);
     } catch (const std::exception& e) {
-      return absl::InternalError(std::string("scanning a partition failed: ") + e.what());
+      return absl::InternalError(std::string(what) + " failed: " + e.what());
+    } catch (...) {
+      return absl::InternalError(std::string(what) + " failed");
     }
+  }
+
+  absl::Status ScanItemCatching(const ReadyItem& item, TaskResults* results) {
+    return Catching("scanning a partition", [&] { ScanItem(item, results); });
   }
 
   void ScanItem(const ReadyItem& item, TaskResults* results) {
@@ -511,16 +519,19 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     if (status.ok()) status = CheckCancel();
     std::vector<std::pair<uint32_t, Candidate>> exact;
     if (status.ok()) {
-      exact.reserve(owners.size());
-      for (size_t i = 0; i < owners.size(); ++i) {
-        const float* v = raw->vectors.data() + i * req_.dim;
-        const float* query = req_.queries.data() + size_t(owners[i].first) * req_.dim;
-        const float d = IsSimilarity(req_.metric) ? -InnerProduct(query, v, req_.dim)
-                                                  : L2Sqr(query, v, req_.dim);
-        Candidate c = owners[i].second;
-        c.key = d;
-        exact.push_back({owners[i].first, c});
-      }
+      status = Catching("re-ranking", [&] {
+        exact.reserve(owners.size());
+        for (size_t i = 0; i < owners.size(); ++i) {
+          const float* v = raw->vectors.data() + i * req_.dim;
+          const float* query = req_.queries.data() + size_t(owners[i].first) * req_.dim;
+          const float d = IsSimilarity(req_.metric) ? -InnerProduct(query, v, req_.dim)
+                                                    : L2Sqr(query, v, req_.dim);
+          Candidate c = owners[i].second;
+          c.key = d;
+          exact.push_back({owners[i].first, c});
+        }
+      });
+      if (!status.ok()) exact.clear();
     }
     const uint64_t cpu_us = MicrosSince(start);
     bool last, cancel_sources;
@@ -560,14 +571,19 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       stats = std::move(stats_);
     }
     if (!error.ok()) return std::move(done_)(std::move(error));
-    std::vector<QueryResult> results(req_.num_queries);
-    for (size_t q = 0; q < req_.num_queries; ++q) {
-      const size_t n = std::min(req_.k, finals_[q].size());
-      for (size_t i = 0; i < n; ++i) {
-        results[q].neighbors.push_back({finals_[q][i].id, FromKey(req_.metric, finals_[q][i].key)});
+    std::vector<QueryResult> results;
+    error = Catching("assembling the results", [&] {
+      results.resize(req_.num_queries);
+      for (size_t q = 0; q < req_.num_queries; ++q) {
+        const size_t n = std::min(req_.k, finals_[q].size());
+        for (size_t i = 0; i < n; ++i) {
+          results[q].neighbors.push_back(
+              {finals_[q][i].id, FromKey(req_.metric, finals_[q][i].key)});
+        }
+        results[q].stats = stats[q];
       }
-      results[q].stats = stats[q];
-    }
+    });
+    if (!error.ok()) return std::move(done_)(std::move(error));
     std::move(done_)(std::move(results));
   }
 

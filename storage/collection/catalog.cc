@@ -112,6 +112,15 @@ absl::Status Catalog::Drop(const std::string& name) {
   std::optional<BrokenCollection> broken;
   std::string doomed;
   SHOAL_RETURN_IF_ERROR(TakeForDrop(name, &collection, &broken, &doomed));
+  if (collection) {
+    // Before the rename: Close waits for a build that is running and stops later ones, so
+    // none writes into a directory that a new collection of this name may take over. A
+    // collection whose WAL failed reports that failure again; it is being dropped, so nothing
+    // it held matters any more.
+    if (absl::Status closed = collection->Close(); !closed.ok()) {
+      core::Logger("catalog")->warn("dropping '{}': {}", name, closed.ToString());
+    }
+  }
   // Unlocked: the name is reserved in dropping_, so no Create can race the rename.
   absl::Status renamed = fs_->Rename(JoinPath(root_, name), doomed);
   if (renamed.ok()) renamed = fs_->SyncDir(root_);
@@ -120,17 +129,13 @@ absl::Status Catalog::Drop(const std::string& name) {
     absl::MutexLock lock(&mu_);
     dropping_.erase(name);
     if (still_there) {
-      // Still in place: it stays in the catalog as it was.
+      // Still in place: it stays in the catalog, closed (writes and builds are refused)
+      // until a restart opens it again or a drop is retried.
+      core::Logger("catalog")->error("dropping '{}' failed, it stays closed: {}", name,
+                                     renamed.ToString());
       if (collection) collections_[name] = collection;
       if (broken) broken_[name] = std::move(*broken);
       return renamed;
-    }
-  }
-  if (collection) {
-    // A collection whose WAL failed reports that failure again on Close; it is being dropped,
-    // so nothing it held matters any more.
-    if (absl::Status closed = collection->Close(); !closed.ok()) {
-      core::Logger("catalog")->warn("dropping '{}': {}", name, closed.ToString());
     }
   }
   SHOAL_RETURN_IF_ERROR(renamed);

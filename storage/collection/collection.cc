@@ -430,6 +430,10 @@ void Collection::SetProgress(const char* phase, uint32_t percent) {
 }
 
 absl::Status Collection::Close() {
+  {
+    absl::MutexLock maintenance(&maintenance_mu_);  // waits for a build that is running
+    closed_ = true;
+  }
   absl::MutexLock lock(&write_mu_);
   if (Wal* w = wal()) return w->Close();
   return no_wal_;

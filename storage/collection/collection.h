@@ -14,7 +14,7 @@
 //   Flush:      freeze the memtable, encode it with the newest segment's model as a new
 //               segment, install; more than kMaxSegments segments are then merged.
 // The CPU work runs on the given executor (the arena, I-2) in tasks; these calls block the
-// calling admin thread while it runs, never an arena thread.
+// calling (maintenance) thread while it runs, never an arena thread.
 //
 // On-disk layout (DESIGN.md §5): <dir>/CURRENT, MANIFEST-<n>, wal/<seq>.log, seg-<id>/.
 // Each install writes MANIFEST-<n+1>, points CURRENT at it and removes MANIFEST-<n>. Open()
@@ -28,7 +28,8 @@
 // BuildIndex/Flush and leaves the collection as it was (still writable). Open() opens a
 // collection read-only, rather than not at all, when it cannot start its WAL file.
 //
-// Thread-safety: every method is thread-safe. BuildIndex/Flush are serialised with each other.
+// Thread-safety: every method is thread-safe. BuildIndex/Flush are serialised with each other
+// and with Close(), which waits for a running one and refuses later ones.
 // Close() must be the last call.
 #pragma once
 
@@ -130,6 +131,8 @@ class Collection {
   CollectionStats Stats() const;
   BuildProgress progress() const;
 
+  // Waits for a running build, flush or merge, refuses later ones (FAILED_PRECONDITION), then
+  // drains and closes the WAL. Reports an earlier WAL failure again.
   absl::Status Close();
 
  private:
@@ -173,6 +176,7 @@ class Collection {
   }
   void SetWal(std::unique_ptr<Wal> wal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
+  absl::Status CheckOpenForMaintenance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
   // Maintenance (collection_build.cc). REQUIRES: maintenance_mu_ held.
   absl::StatusOr<Cut> FreezeMemtable() ABSL_LOCKS_EXCLUDED(write_mu_);
   // Live rows of the given segments and memtables.
@@ -225,8 +229,12 @@ class Collection {
   std::unique_ptr<Wal> wal_ ABSL_GUARDED_BY(wal_mu_);
 
   std::atomic<uint64_t> segment_dead_{0};  // dead rows in segments (for live counts)
-  absl::Mutex maintenance_mu_;             // one build / flush / merge at a time
+  // One build / flush / merge at a time; taken before write_mu_.
+  absl::Mutex maintenance_mu_ ABSL_ACQUIRED_BEFORE(write_mu_);
   uint64_t next_segment_id_ ABSL_GUARDED_BY(maintenance_mu_) = 0;
+  // Set by Close(): no maintenance may write into the directory any more (it may be renamed
+  // away by a drop, and a new collection of the same name created in its place).
+  bool closed_ ABSL_GUARDED_BY(maintenance_mu_) = false;
   mutable absl::Mutex progress_mu_;
   BuildProgress progress_ ABSL_GUARDED_BY(progress_mu_);
 };

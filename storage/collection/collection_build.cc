@@ -256,6 +256,7 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
                         "' uses INDEX_FLAT: every search is exact, nothing to build");
   }
   absl::MutexLock lock(&maintenance_mu_);
+  SHOAL_RETURN_IF_ERROR(CheckOpenForMaintenance());
   const Clock::time_point start = Clock::now();
   SetProgress("freezing", 0);
   absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
@@ -289,8 +290,15 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
   return result;
 }
 
+absl::Status Collection::CheckOpenForMaintenance() const {
+  if (!closed_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("collection '", name_, "' is closed (dropped, or the server is shutting down)"));
+}
+
 absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
   absl::MutexLock lock(&maintenance_mu_);
+  SHOAL_RETURN_IF_ERROR(CheckOpenForMaintenance());
   const auto before = state();
   if (before->segments.empty()) {
     return absl::StrCat(

@@ -76,7 +76,16 @@ void Wal::Run() {
     std::deque<Pending> batch = TakeBatch();
     if (batch.empty()) return;
     const absl::Status status = WriteBatch(batch);
-    for (Pending& p : batch) std::move(p.done)(status);
+    for (Pending& p : batch) {
+      // A writer's callback must not end the WAL thread (and with it every later write).
+      try {
+        std::move(p.done)(status);
+      } catch (const std::exception& e) {
+        core::Logger("wal")->error("a write callback threw: {}", e.what());
+      } catch (...) {
+        core::Logger("wal")->error("a write callback threw");
+      }
+    }
   }
 }
 

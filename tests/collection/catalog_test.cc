@@ -166,7 +166,10 @@ TEST(Catalog, FindAnswersWhileACreateWaitsInsideFsync) {
   fs.Arm();
   auto creating =
       std::async(std::launch::async, [&] { return (*catalog)->Create(Manifest("b", 2)); });
-  fs.WaitUntilBlocked();
+  {
+    testing::Watchdog watchdog(std::chrono::seconds(60), "SyncDir parked");
+    fs.WaitUntilBlocked();
+  }
   {
     // Before: the catalog mutex was held across the fsync, so these waited for it.
     testing::Watchdog watchdog(std::chrono::seconds(60), "lookups during a blocked Create");
@@ -191,7 +194,10 @@ TEST(Catalog, FindAnswersWhileADropWaitsInsideFsync) {
   ASSERT_TRUE((*catalog)->Create(Manifest("b", 2)).ok());
   fs.Arm();
   auto dropping = std::async(std::launch::async, [&] { return (*catalog)->Drop("a"); });
-  fs.WaitUntilBlocked();
+  {
+    testing::Watchdog watchdog(std::chrono::seconds(60), "SyncDir parked");
+    fs.WaitUntilBlocked();
+  }
   {
     testing::Watchdog watchdog(std::chrono::seconds(60), "lookups during a blocked Drop");
     EXPECT_TRUE((*catalog)->Find("b").ok());

@@ -8,12 +8,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/exec/manual_executor.h"
 #include "core/exec/tbb_executor.h"
 #include "gtest/gtest.h"
 #include "storage/collection/collection.h"
 #include "storage/collection/manifest_store.h"
 #include "tests/fakes/faulty_file_system.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/fakes/watchdog.h"
 
 namespace shoal::storage {
 namespace {
@@ -411,12 +413,47 @@ TEST_F(CollectionDiskTest, ManifestReadersNeverRaceAnInstall) {
     EXPECT_GT(seen, 0u);
   });
   for (uint64_t round = 0; round < 6; ++round) {
-    ASSERT_TRUE(Write(*c, 100 + round * 10, 10).ok());
-    ASSERT_TRUE(round % 2 ? c->Flush(cpu_).ok() : c->BuildIndex(cpu_).ok());
+    // EXPECT and break, not ASSERT: the reader thread must be joined on every path.
+    const bool ok = Write(*c, 100 + round * 10, 10).ok() &&
+                    (round % 2 ? c->Flush(cpu_).ok() : c->BuildIndex(cpu_).ok());
+    EXPECT_TRUE(ok) << "round " << round;
+    if (!ok) break;
   }
   stop = true;
   reader.join();
   EXPECT_EQ(c->manifest_number(), 7u);
+}
+
+}  // namespace
+}  // namespace shoal::storage
+
+namespace shoal::storage {
+namespace {
+
+// A drop renames the directory away and a new collection of the name may take it: Close must
+// wait for a build that is running and refuse later ones, or the build writes into whatever is
+// at the path by then.
+TEST_F(CollectionDiskTest, CloseWaitsForARunningBuildAndRefusesLaterOnes) {
+  testing::Watchdog watchdog(std::chrono::seconds(60), "Close and a running build");
+  auto c = Create();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(Write(*c, 1, 40).ok());
+  core::ManualExecutor cpu;  // the build's CPU work runs only when the test says so
+  auto build = std::async(std::launch::async, [&] { return c->BuildIndex(cpu); });
+  while (cpu.queued() == 0) std::this_thread::yield();  // parked in training, lock held
+  auto close = std::async(std::launch::async, [&] { return c->Close(); });
+  // It cannot finish while the build holds the collection (never a false failure; without the
+  // wait it returns at once).
+  EXPECT_EQ(close.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  while (build.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) cpu.RunAll();
+  ASSERT_TRUE(build.get().ok());
+  ASSERT_TRUE(close.get().ok());
+  EXPECT_EQ(SegmentDirs(), 1u);  // installed before Close returned
+
+  absl::StatusOr<std::string> again = c->BuildIndex(cpu);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(again.status().message()).find("closed"), std::string::npos);
+  EXPECT_EQ(c->Flush(cpu).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

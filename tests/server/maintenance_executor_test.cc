@@ -150,7 +150,10 @@ TEST_F(MaintenanceExecutorTest, GetAnswersWhileBuildsHoldEveryMaintenanceThread)
   fs_.Arm();
   grpc::Status built_a, built_b;
   std::thread build_a([&] { built_a = Build("a"); });
-  fs_.WaitUntilParked(1);  // the first build holds a maintenance thread
+  {
+    testing::Watchdog watchdog(std::chrono::seconds(120), "first BuildIndex parked");
+    fs_.WaitUntilParked(1);  // the first build holds a maintenance thread
+  }
   // A second build queues behind it. Before the split both ran on the two admin threads, both
   // parked, and Get below never got a thread.
   std::thread build_b([&] { built_b = Build("b"); });
