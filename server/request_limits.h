@@ -64,8 +64,13 @@ class InflightBytes {
       std::swap(bytes_, other.bytes_);
       return *this;
     }
-    ~Reservation() {
-      if (owner_) owner_->used_.fetch_sub(bytes_, std::memory_order_relaxed);
+    ~Reservation() { Release(); }
+    // Returns the bytes now (before the call is answered: a client's next request must find
+    // them free, and the budget may be gone once the call is finished).
+    void Release() {
+      if (InflightBytes* owner = std::exchange(owner_, nullptr)) {
+        owner->used_.fetch_sub(bytes_, std::memory_order_relaxed);
+      }
     }
 
    private:

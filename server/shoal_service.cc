@@ -245,8 +245,8 @@ void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::Ge
     return;
   }
   // Rows in segments are read with blocking preads: off the gRPC thread, off the arena.
-  admin_->Submit(
-      Guarded(r, [this, r, req, resp, collection = *c, reservation = *std::move(reservation)] {
+  admin_->Submit(Guarded(
+      r, [this, r, req, resp, collection = *c, reservation = *std::move(reservation)]() mutable {
         std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
         absl::Status status;
         uint64_t wire_bytes = 0;
@@ -261,6 +261,7 @@ void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::Ge
           }
           StoredPointToProto(p, resp->add_points());
         }
+        reservation.Release();
         r->FinishWith(status);
       }));
 }
@@ -348,7 +349,10 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
                reservation = *std::move(reservation)](
                   absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
     slot.Release();
-    if (!results.ok()) return r->FinishWith(results.status());
+    if (!results.ok()) {
+      reservation.Release();
+      return r->FinishWith(results.status());
+    }
     for (const core::QueryResult& result : *results) {
       v1::SearchResult* out = resp->add_results();
       ToProto(result.stats, out->mutable_stats());
@@ -359,12 +363,16 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
       }
     }
     if (!req->include_vectors() && !req->include_attributes()) {
+      reservation.Release();
       return r->FinishWith(absl::OkStatus());
     }
     // Vectors and attributes may live in segments (blocking reads): not on the arena.
-    admin_->Submit(
-        Guarded(r, [this, r, req, resp, collection, reservation = std::move(reservation)] {
-          r->FinishWith(AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp));
+    admin_->Submit(Guarded(
+        r, [this, r, req, resp, collection, reservation = std::move(reservation)]() mutable {
+          absl::Status attached =
+              AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
+          reservation.Release();
+          r->FinishWith(attached);
         }));
   };
   core::IvfSearch(*cpu_, std::move(search), Guarded(r, std::move(done)));

@@ -17,6 +17,8 @@
 
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 
 namespace {
 
@@ -37,6 +39,15 @@ using MuCondTimeoutFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Dur
 using CvWaitFn = void (*)(absl::CondVar*, absl::Mutex*);
 using CvWaitTimeoutFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Duration);
 
+// While abseil runs, reads are not recorded. abseil evaluates a waiter's Condition on the thread
+// that releases the mutex, and the Condition (with its captures) lives on the waiter's stack:
+// without this, the waiter reusing that stack later is reported as a race with the releasing
+// thread's read, which nothing orders (the wake-up is a futex abseil does not annotate).
+struct IgnoreReadsInAbseil {
+  IgnoreReadsInAbseil() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); }
+  ~IgnoreReadsInAbseil() { AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+};
+
 // Mangled names of the absl (inline namespace debian3) members wrapped below.
 #define SHOAL_ABSL_NS "N4absl7debian3"
 
@@ -47,39 +58,58 @@ ABSL_NAMESPACE_BEGIN
 
 void Mutex::Lock() {
   static const MuFn real = Real<MuFn>("_Z" SHOAL_ABSL_NS "5Mutex4LockEv");
-  real(this);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this);
+  }
   __tsan_acquire(this);
 }
 
 void Mutex::Unlock() {
   static const MuFn real = Real<MuFn>("_Z" SHOAL_ABSL_NS "5Mutex6UnlockEv");
   __tsan_release(this);
-  real(this);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this);
+  }
 }
 
 bool Mutex::TryLock() {
   static const MuBoolFn real = Real<MuBoolFn>("_Z" SHOAL_ABSL_NS "5Mutex7TryLockEv");
-  const bool locked = real(this);
+  bool locked;
+  {
+    IgnoreReadsInAbseil ignore;
+    locked = real(this);
+  }
   if (locked) __tsan_acquire(this);
   return locked;
 }
 
 void Mutex::ReaderLock() {
   static const MuFn real = Real<MuFn>("_Z" SHOAL_ABSL_NS "5Mutex10ReaderLockEv");
-  real(this);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this);
+  }
   __tsan_acquire(this);
 }
 
 void Mutex::ReaderUnlock() {
   static const MuFn real = Real<MuFn>("_Z" SHOAL_ABSL_NS "5Mutex12ReaderUnlockEv");
   __tsan_release(this);
-  real(this);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this);
+  }
 }
 
 void Mutex::Await(const Condition& cond) {
   static const MuCondFn real = Real<MuCondFn>("_Z" SHOAL_ABSL_NS "5Mutex5AwaitERKNS0_9ConditionE");
   __tsan_release(this);
-  real(this, cond);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this, cond);
+  }
   __tsan_acquire(this);
 }
 
@@ -87,7 +117,11 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   static const MuCondTimeoutFn real = Real<MuCondTimeoutFn>(
       "_Z" SHOAL_ABSL_NS "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   __tsan_release(this);
-  const bool met = real(this, cond, timeout);
+  bool met;
+  {
+    IgnoreReadsInAbseil ignore;
+    met = real(this, cond, timeout);
+  }
   __tsan_acquire(this);
   return met;
 }
@@ -95,14 +129,20 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
 void Mutex::LockWhen(const Condition& cond) {
   static const MuCondFn real =
       Real<MuCondFn>("_Z" SHOAL_ABSL_NS "5Mutex8LockWhenERKNS0_9ConditionE");
-  real(this, cond);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this, cond);
+  }
   __tsan_acquire(this);
 }
 
 void CondVar::Wait(Mutex* mu) {
   static const CvWaitFn real = Real<CvWaitFn>("_Z" SHOAL_ABSL_NS "7CondVar4WaitEPNS0_5MutexE");
   __tsan_release(mu);
-  real(this, mu);
+  {
+    IgnoreReadsInAbseil ignore;
+    real(this, mu);
+  }
   __tsan_acquire(mu);
 }
 
@@ -110,7 +150,11 @@ bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
   static const CvWaitTimeoutFn real = Real<CvWaitTimeoutFn>(
       "_Z" SHOAL_ABSL_NS "7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
   __tsan_release(mu);
-  const bool timed_out = real(this, mu, timeout);
+  bool timed_out;
+  {
+    IgnoreReadsInAbseil ignore;
+    timed_out = real(this, mu, timeout);
+  }
   __tsan_acquire(mu);
   return timed_out;
 }
