@@ -130,6 +130,12 @@ CollectionInfo FromProto(const v1::CollectionInfo& in) {
 
 SearchResult FromProto(const v1::SearchResult& in) {
   SearchResult out;
+  if (in.hits_size() == 0) {  // packed_results without per-hit data
+    out.hits.reserve(in.ids_size());
+    for (int i = 0; i < in.ids_size() && i < in.distances_size(); ++i) {
+      out.hits.push_back(Hit{.id = in.ids(i), .distance = in.distances(i)});
+    }
+  }
   for (const v1::SearchHit& h : in.hits()) {
     Hit hit;
     hit.id = h.id();
@@ -343,6 +349,7 @@ absl::StatusOr<std::vector<SearchResult>> Client::SearchBatch(
   req.set_refine_factor(options.refine_factor);
   req.set_include_vectors(options.include_vectors);
   req.set_include_attributes(options.include_attributes);
+  req.set_packed_results(true);  // smaller on the wire; hits still come for per-hit data
   v1::SearchResponse resp;
   absl::Status s =
       impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Search(ctx, req, &resp); });

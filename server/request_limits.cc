@@ -14,6 +14,7 @@ constexpr uint64_t kCandidateBytes = 24;  // core::Candidate in a heap
 constexpr uint64_t kNeighborBytes = 16;   // core::Neighbor in a result
 constexpr uint64_t kHitObjectBytes = 64;  // v1::SearchHit plus its pointer in the repeated field
 constexpr uint64_t kHitWireBytes = 18;    // id and distance, tagged
+constexpr uint64_t kPackedHitBytes = 14;  // packed_results: a varint id and a float, both ways
 constexpr uint64_t kPointObjectBytes = 96;
 constexpr uint64_t kPointWireBytes = 16;
 
@@ -47,7 +48,8 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
         limits.max_candidates_per_query, ")"));
   }
   const uint64_t vector_bytes = uint64_t(shape.dim) * sizeof(float);
-  const uint64_t wire_hit = kHitWireBytes + (req.include_vectors() ? vector_bytes + 6 : 0);
+  const uint64_t packed = req.packed_results() ? kPackedHitBytes : 0;
+  const uint64_t wire_hit = kHitWireBytes + packed + (req.include_vectors() ? vector_bytes + 6 : 0);
   if (auto s = CheckResponse(nq * k * wire_hit, limits,
                              "send fewer queries per request or ask for a smaller k");
       !s.ok()) {
@@ -58,7 +60,8 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
   const uint64_t tables = nq * shape.table_bytes_per_query;
   const uint64_t plan = nq * uint64_t(shape.nprobe) * shape.num_segments * 2 * sizeof(uint32_t);
   const uint64_t response =
-      nq * k * (kNeighborBytes + kHitObjectBytes + (req.include_vectors() ? vector_bytes : 0));
+      nq * k *
+      (kNeighborBytes + kHitObjectBytes + packed + (req.include_vectors() ? vector_bytes : 0));
   const uint64_t total = queries + candidates + tables + plan + response;
   if (auto s = CheckRequest(total, limits,
                             absl::StrCat(nq, " queries x ", per_query, " candidates: ",

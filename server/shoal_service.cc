@@ -356,7 +356,18 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     for (const core::QueryResult& result : *results) {
       v1::SearchResult* out = resp->add_results();
       ToProto(result.stats, out->mutable_stats());
+      const bool per_hit =
+          !req->packed_results() || req->include_vectors() || req->include_attributes();
+      if (req->packed_results()) {
+        out->mutable_ids()->Reserve(int(result.neighbors.size()));
+        out->mutable_distances()->Reserve(int(result.neighbors.size()));
+      }
       for (const core::Neighbor& n : result.neighbors) {
+        if (req->packed_results()) {
+          out->add_ids(n.id);
+          out->add_distances(n.distance);
+        }
+        if (!per_hit) continue;
         v1::SearchHit* hit = out->add_hits();
         hit->set_id(n.id);
         hit->set_distance(n.distance);

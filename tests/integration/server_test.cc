@@ -9,7 +9,9 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shoal/v1/shoal.pb.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/integration/raw_call.h"
 #include "tests/integration/shoald_process.h"
 
 namespace shoal {
@@ -112,6 +114,45 @@ TEST_F(ServerTest, EveryRpcRoundTrips) {
 
   ASSERT_TRUE(client_->DropCollection("docs").ok());
   EXPECT_TRUE(client_->ListCollections()->empty());
+}
+
+// packed_results is additive: a client that does not ask gets `hits` exactly as before; one that
+// asks gets the same neighbours as two packed arrays, and per-hit objects only for per-hit data.
+TEST_F(ServerTest, PackedResultsCarryTheSameNeighboursAsHits) {
+  ASSERT_TRUE(client_->CreateCollection({"p", 4, Metric::kL2, {IndexType::kFlat}}).ok());
+  ASSERT_TRUE(client_->Upsert("p", Grid(1, 50, 4)).ok());
+  auto channel = grpc::CreateChannel(server_->addr(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  auto search = [&](bool packed, bool vectors) {
+    v1::SearchRequest req;
+    req.set_collection("p");
+    v1::QueryVector* q = req.add_queries();
+    for (float v : {3.f, 1.f, 4.f, 1.f}) q->add_values(v);
+    req.set_k(5);
+    req.set_packed_results(packed);
+    req.set_include_vectors(vectors);
+    std::string bytes;
+    EXPECT_TRUE(testing::RawCall(stub, "Search", req.SerializeAsString(), &bytes).ok());
+    v1::SearchResponse resp;
+    EXPECT_TRUE(resp.ParseFromString(bytes));
+    EXPECT_EQ(resp.results_size(), 1);
+    return resp.results_size() == 1 ? resp.results(0) : v1::SearchResult();
+  };
+  const v1::SearchResult old = search(false, false);
+  const v1::SearchResult packed = search(true, false);
+  const v1::SearchResult both = search(true, true);
+  ASSERT_EQ(old.hits_size(), 5);
+  EXPECT_EQ(old.ids_size(), 0);
+  EXPECT_EQ(packed.hits_size(), 0);
+  ASSERT_EQ(packed.ids_size(), 5);
+  ASSERT_EQ(packed.distances_size(), 5);
+  ASSERT_EQ(both.hits_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(packed.ids(i), old.hits(i).id());
+    EXPECT_EQ(packed.distances(i), old.hits(i).distance());
+    EXPECT_EQ(both.ids(i), old.hits(i).id());
+    EXPECT_EQ(both.hits(i).vector_size(), 4);
+  }
 }
 
 // The IVF lifecycle through the real server: build, read-after-write next to the segment,
