@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 20
 
 .PHONY: bench-io bench bench-quick
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
-	format clean help
+	format clean help python
 
 all: build
 
@@ -22,6 +22,7 @@ help:
 	@echo "make test       every test under release, asan and tsan builds + fuzzing (what CI runs)"
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
+	@echo "make python     the Python SDK (package shoal) into build/python (PYTHONPATH=build/python)"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
@@ -40,6 +41,10 @@ endef
 
 build: deps
 	$(call build_preset,release)
+
+# The Python SDK: sources from client/python, stubs generated from proto/ (not committed).
+python: deps
+	/usr/bin/python3 client/python/build_stubs.py build/python
 
 run: build
 	@echo
@@ -124,4 +129,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf build/release build/debug build/asan build/tsan build/coverage build/bin
+	rm -rf build/release build/debug build/asan build/tsan build/coverage build/bin build/python
