@@ -127,6 +127,9 @@ class SearchPlan:
 
     def answer(self, responses):
         results = [r for resp in responses for r in _wire.results_from_proto(resp)]
+        if len(results) != len(self.queries):
+            raise errors.Internal(
+                f"the server answered {len(results)} results for {len(self.queries)} queries")
         return results[0] if self.single else results
 
 

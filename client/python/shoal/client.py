@@ -16,6 +16,7 @@ drop_collection and build_index are sent once.
 
 Thread-safety: a Client may be shared by threads (gRPC channels are thread-safe).
 """
+import collections
 import concurrent.futures
 import threading
 import time
@@ -190,30 +191,29 @@ class Client:
         return plan.answer(self._search_pipelined(requests))
 
     def _search_pipelined(self, requests):
+        """Keeps SEARCH_REQUESTS_IN_FLIGHT requests outstanding, collecting answers in order."""
         rpc = self._unary["Search"]
-        responses = [None] * len(requests)
-        pending = {}
-        next_i = 0
+        responses = []
+        window = collections.deque()
         try:
-            while next_i < len(requests) or pending:
-                while next_i < len(requests) and len(pending) < SEARCH_REQUESTS_IN_FLIGHT:
-                    f = rpc.future(requests[next_i], timeout=self.timeout,
-                                   metadata=self._metadata)
-                    pending[f] = next_i
-                    next_i += 1
-                done, _ = concurrent.futures.wait(
-                    list(pending), return_when=concurrent.futures.FIRST_COMPLETED)
-                for f in done:
-                    i = pending.pop(f)
-                    try:
-                        responses[i] = f.result()
-                    except grpc.RpcError as e:
-                        if not _channel.is_retryable(e):
-                            raise errors.from_rpc_error(e) from None
-                        responses[i] = self._call("Search", requests[i])  # with backoff
+            for i in range(len(requests) + SEARCH_REQUESTS_IN_FLIGHT):
+                if i < len(requests):
+                    window.append((i, rpc.future(requests[i], timeout=self.timeout,
+                                                 metadata=self._metadata)))
+                if len(window) < SEARCH_REQUESTS_IN_FLIGHT and i < len(requests):
+                    continue
+                if not window:
+                    break
+                j, future = window.popleft()
+                try:
+                    responses.append(future.result())
+                except grpc.RpcError as e:
+                    if not _channel.is_retryable(e):
+                        raise errors.from_rpc_error(e) from None
+                    responses.append(self._call("Search", requests[j]))  # with backoff
         finally:
-            for f in pending:
-                f.cancel()
+            for _, future in window:
+                future.cancel()
         return responses
 
     # ---- maintenance ------------------------------------------------------------------------
