@@ -4,7 +4,14 @@
 # $SHOAL_IMAGE_CACHE so a machine whose podman storage was wiped re-imports instead of
 # re-bootstrapping.
 SHOAL_IMAGE_CACHE=${SHOAL_IMAGE_CACHE:-/var/cache/shoal-image}
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The host's own Debian mirrors (from its apt sources), so the bases use the same ones.
+_apt_uri() {  # _apt_uri PATH-SUFFIX: the first source URI ending in it
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources \
+    2>/dev/null | grep -v '^\s*#' | grep -oE 'https?://[^ ]+' | sed 's:/*$::' |
+    awk -v s="$1" 'substr($0, length($0) - length(s) + 1) == s && !n++' || true
+}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(_apt_uri /debian)}
+DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(_apt_uri /debian-security)}
 
 make_base() {  # make_base TAG slim|full
   local tag=$1 flavour=$2 tarball="$SHOAL_IMAGE_CACHE/debian-bookworm-$2.tar"
@@ -21,8 +28,9 @@ make_base() {  # make_base TAG slim|full
     cat >"$root/etc/apt/sources.list" <<SOURCES
 deb $DEBIAN_MIRROR bookworm main
 deb $DEBIAN_MIRROR bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
 SOURCES
+    [ -z "$DEBIAN_SECURITY_MIRROR" ] ||
+      echo "deb $DEBIAN_SECURITY_MIRROR bookworm-security main" >>"$root/etc/apt/sources.list"
     if [ "$flavour" = slim ]; then
       # What the official -slim images do: no manuals, docs or translations.
       cat >"$root/etc/dpkg/dpkg.cfg.d/docker-slim" <<'SLIM'

@@ -66,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # /metrics of a container: on the host network by port, else inside its network namespace.
@@ -76,6 +76,11 @@ metrics() {  # metrics PORT [CONTAINER]
   else
     curl -sf "http://127.0.0.1:$1/metrics"
   fi
+}
+
+logs() {  # logs CONTAINER: its whole log in a file (grep -q on a pipe + pipefail = SIGPIPE)
+  podman logs "$1" >"$WORK/$1.log" 2>&1 || true
+  echo "$WORK/$1.log"
 }
 
 wait_healthy() {  # wait_healthy CONTAINER: podman runs health checks from systemd timers,
@@ -116,11 +121,11 @@ CONTAINERS+=("$C")
 podman run -d --name "$C" --network host --cpus 1 --memory 1g \
   -v "$RUN_ID-data:/var/lib/shoal" \
   -e SHOAL_GRPC_ADDR="127.0.0.1:$GRPC" -e SHOAL_HTTP_ADDR="127.0.0.1:$HTTP" \
-  -e SHOAL_SHUTDOWN_GRACE_SECONDS=10 "$IMAGE" >/dev/null
+  -e SHOAL_SHUTDOWN_GRACE_SECONDS=10 "$IMAGE" >/dev/null 2>"$WORK/run.err" || { cat "$WORK/run.err"; fail "podman run"; }
 wait_healthy "$C"
 ok "podman healthcheck run: healthy"
 podman logs "$C" 2>&1 | grep -E 'cpu.threads|cache.bytes'
-podman logs "$C" 2>&1 | grep -qE 'cpu.threads = 1 \(1 CPUs from the cgroup' ||
+grep -qE 'cpu.threads = 1 \(1 CPUs from the cgroup' "$(logs "$C")" ||
   fail "the log does not say 1 CPU thread from the cgroup quota"
 cache_log=$(podman logs "$C" 2>&1 | sed -nE 's/.*cache.bytes = ([0-9]+) \(25% of the cgroup.*/\1/p')
 [ -n "$cache_log" ] && [ "$cache_log" -le $((256 << 20)) ] ||
@@ -133,7 +138,7 @@ ok "sizing: 1 arena thread, cache budget $budget bytes (log and /metrics)"
 
 podman cp "$C:/usr/local/bin/shoalctl" "$WORK/shoalctl"
 ctl() { "$WORK/shoalctl" --addr "127.0.0.1:$GRPC" --timeout-ms 120000 "$@"; }
-python3 - "$WORK" <<'EOF'
+/usr/bin/python3 - "$WORK" <<'EOF'
 import sys, numpy as np
 rng = np.random.default_rng(7)
 centres = rng.normal(size=(64, 32)).astype(np.float32) * 4
@@ -144,7 +149,8 @@ EOF
 ctl create it --dim 32 --metric l2 --index ivf_flat --nlist 64 >/dev/null
 ctl load it "$WORK/vectors.npy" --batch 2000 >/dev/null
 ctl build-index it >/dev/null
-ctl describe it | tee "$WORK/describe.txt" | grep -qE '20000' || {
+ctl describe it >"$WORK/describe.txt"
+grep -q '20000' "$WORK/describe.txt" || {
   cat "$WORK/describe.txt"
   fail "the collection does not hold 20000 vectors"
 }
@@ -176,11 +182,12 @@ stop_seconds=$(($(date +%s) - stop_start))
 code=$(podman inspect -f '{{.State.ExitCode}}' "$C")
 [ "$code" -eq 0 ] || fail "shoald exited $code on SIGTERM"
 [ "$stop_seconds" -le 12 ] || fail "SIGTERM took ${stop_seconds}s, past the 10 s drain grace"
-podman logs "$C" 2>&1 | grep -q 'shutdown complete' || fail "no graceful shutdown in the log"
+grep -q 'shutdown complete' "$(logs "$C")" || fail "no graceful shutdown in the log"
 ok "SIGTERM: exit 0 in ${stop_seconds}s, graceful drain"
 podman start "$C" >/dev/null
 wait_healthy "$C"
-ctl describe it | grep -qE '20000' || fail "after a restart the collection is gone"
+ctl describe it >"$WORK/describe.txt"
+grep -q '20000' "$WORK/describe.txt" || fail "after a restart the collection is gone"
 ctl search it --query-file "$WORK/queries.npy" --num-queries 1 -k 10 >/dev/null
 ok "restart on the same volume: 'it' has its 20000 vectors and answers"
 
@@ -214,7 +221,7 @@ PIDS+=($!)
 up=""
 for _ in $(seq 1 60); do
   up=$(curl -sf "http://127.0.0.1:$PROM/api/v1/query?query=up%7Bjob%3D%22shoal%22%7D" |
-    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
+    /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
   [ "$up" = 1 ] && break
   sleep 1
 done
@@ -229,7 +236,7 @@ podman stop -t 30 "$C" >/dev/null
 # --network none: the image's own 0.0.0.0 addresses inside a private namespace, read through
 # nsenter. Also checks the no-API-key warning.
 step "4. seccomp: io_uring refused -> pread; deploy/seccomp-io_uring.json -> uring"
-python3 - deploy/seccomp-io_uring.json "$WORK/seccomp-no-uring.json" <<'EOF'
+/usr/bin/python3 - deploy/seccomp-io_uring.json "$WORK/seccomp-no-uring.json" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
 for rule in p["syscalls"]:
@@ -249,13 +256,13 @@ for profile in "$WORK/seccomp-no-uring.json:pread" "$REPO/deploy/seccomp-io_urin
   podman rm -f -t 0 "$S" >/dev/null
   ok "seccomp $(basename "$file"): shoal_io_backend $backend"
 done
-podman logs "$C" 2>&1 | grep -q 'without an API key' &&
+grep -q 'without an API key' "$(logs "$C")" &&
   fail "warned about a missing API key on loopback"
 W=$RUN_ID-warn
 CONTAINERS+=("$W")
 podman run -d --name "$W" --network none "$IMAGE" >/dev/null
 wait_healthy "$W"
-podman logs "$W" 2>&1 | grep -q 'listening on 0.0.0.0:7700 (not loopback) without an API key' ||
+grep -q 'listening on 0.0.0.0:7700 (not loopback) without an API key' "$(logs "$W")" ||
   fail "no warning for 0.0.0.0 without an API key"
 podman rm -f -t 0 "$W" >/dev/null
 ok "warning logged for 0.0.0.0 without an API key (and none on loopback)"
@@ -280,7 +287,7 @@ curl -sf "http://127.0.0.1:$KH/readyz" >/dev/null || {
 }
 curl -sf "http://127.0.0.1:$KH/healthz" >/dev/null || fail "/healthz"
 "$WORK/shoalctl" --addr "127.0.0.1:$KG" health >/dev/null || fail "gRPC health of the pod"
-podman logs "$KC" 2>&1 | grep -q 'cpu.threads = 1 (' ||
+grep -q 'cpu.threads = 1 (' "$(logs "$KC")" ||
   fail "the pod's 2-CPU limit did not give 1 arena thread"
 podman kube down "$WORK/pod.yaml" >/dev/null
 ok "kube play of the StatefulSet's pod template: ready, healthy, 1 arena thread under 2 CPUs"
