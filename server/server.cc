@@ -127,7 +127,8 @@ absl::Status Server::Start() {
             double(io.reads),         double(io.submissions),     double(io.bytes_read),
             double(io.errors),        double(io.cancelled),       double(io.expired),
             double(cache.hits),       double(cache.misses),       double(cache.evictions),
-            double(cache.used_bytes), double(cache.pinned_bytes), double(s.cache->budget())};
+            double(cache.used_bytes), double(cache.pinned_bytes), double(s.cache->budget()),
+            double(io.kernel_us) / 1e6};
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }});

@@ -4,7 +4,7 @@
 // What changes, and only that: the volumeClaimTemplate becomes a named podman volume
 // (persistentVolumeClaim POD_NAME-data), named probe ports become numbers (podman wants them),
 // the optional API-key Secret is left out (none exists here), and the listen addresses move to
-// free loopback ports since the pod shares the host's network.
+// free loopback ports since the pod shares the host's network (so its port list goes too).
 import fs from "node:fs";
 import yaml from "js-yaml";
 
@@ -17,7 +17,6 @@ for (const claim of ss.spec.volumeClaimTemplates) {
                       persistentVolumeClaim: { claimName: `${name}-${claim.metadata.name}` } });
 }
 for (const c of spec.containers) {
-  const ports = Object.fromEntries((c.ports || []).map((p) => [p.name, p.containerPort]));
   const port = (p) => (typeof p === "string" ? Number(
       (p === "grpc" ? grpcAddr : httpAddr).split(":").pop()) : p);
   for (const probe of [c.readinessProbe, c.livenessProbe]) {
@@ -25,7 +24,7 @@ for (const c of spec.containers) {
   }
   c.env = (c.env || []).filter((e) => !e.valueFrom?.secretKeyRef?.optional);
   c.env.push({ name: "SHOAL_GRPC_ADDR", value: grpcAddr }, { name: "SHOAL_HTTP_ADDR", value: httpAddr });
-  c.ports = (c.ports || []).map((p) => ({ ...p, containerPort: port(p.name) ?? ports[p.name] }));
+  delete c.ports;  // podman refuses port mappings on the host network; the env sets the ports
 }
 const pod = {
   apiVersion: "v1",
