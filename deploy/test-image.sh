@@ -119,7 +119,11 @@ grep -E 'build-image:|^ccache in this build' "$WORK/build.log" || true
 [ "$(podman image inspect -f '{{.Config.Healthcheck.Test}}' "$IMAGE")" != "[]" ] ||
   fail "the image lost its HEALTHCHECK (not built with --format docker?)"
 [ "$(podman image inspect -f '{{.Config.User}}' "$IMAGE")" = shoal ] || fail "image runs as root"
-ok "image $(podman image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.1f MB", $1/1e6}'), user shoal, HEALTHCHECK kept"
+lean=$(podman run --rm --network none --entrypoint /bin/sh "$IMAGE" -c \
+  'command -v gcc g++ cc c++ cmake; dpkg-query -W -f="\${Package}\n" | grep -E -- "-dev$|^libfaiss|^dataset-"' \
+  2>>"$WORK/podman.err" || true)
+[ -z "$lean" ] || fail "the runtime image is not lean: $lean"
+ok "image $(podman image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.1f MB", $1/1e6}'), user shoal, HEALTHCHECK kept, no compilers or -dev packages"
 
 # --- 3: run under --cpus 1 --memory 1g ---------------------------------------------------------
 step "3. run with --cpus 1 --memory 1g"
