@@ -56,11 +56,15 @@ WORK=$(mktemp -d /var/tmp/shoal-image-test.XXXXXX)
 RUN_ID=shoal-it-$$
 CONTAINERS=()
 PIDS=()
+CONFIG_VOLUME_WAS_THERE=no
+podman volume exists shoal-config 2>/dev/null && CONFIG_VOLUME_WAS_THERE=yes
 cleanup() {
-  for c in "${CONTAINERS[@]}"; do podman rm -f -t 0 "$c" >/dev/null 2>&1 || true; done
+  for c in "${CONTAINERS[@]}"; do podman rm -f -v -t 0 "$c" >/dev/null 2>&1 || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   podman kube down "$WORK/pod.yaml" >/dev/null 2>&1 || true
   podman volume rm -f "$RUN_ID-data" "$RUN_ID-kube-data" >/dev/null 2>&1 || true
+  # kube play makes a volume of the ConfigMap and leaves it behind kube down.
+  [ "$CONFIG_VOLUME_WAS_THERE" = yes ] || podman volume rm -f shoal-config >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -266,7 +270,7 @@ for profile in "$WORK/seccomp-no-uring.json:pread" "$REPO/deploy/seccomp-io_urin
   wait_healthy "$S"
   backend=$(metrics 7701 "$S" | sed -nE 's/^shoal_io_backend\{backend="([a-z_]+)"\} 1.*/\1/p')
   [ "$backend" = "$want" ] || fail "seccomp $file: shoal_io_backend '$backend', want $want"
-  pm rm -f -t 0 "$S" >/dev/null
+  pm rm -f -v -t 0 "$S" >/dev/null
   ok "seccomp $(basename "$file"): shoal_io_backend $backend"
 done
 grep -q 'without an API key' "$(logs "$C")" &&
@@ -277,7 +281,7 @@ pm run -d --name "$W" --network none "$IMAGE" >/dev/null
 wait_healthy "$W"
 grep -q 'listening on 0.0.0.0:7700 (not loopback) without an API key' "$(logs "$W")" ||
   fail "no warning for 0.0.0.0 without an API key"
-pm rm -f -t 0 "$W" >/dev/null
+pm rm -f -v -t 0 "$W" >/dev/null
 ok "warning logged for 0.0.0.0 without an API key (and none on loopback)"
 
 # --- 6: Kubernetes ------------------------------------------------------------------------------
