@@ -66,6 +66,23 @@ TEST(ContainerLimits, CgroupV2MaxMeansNoLimit) {
   EXPECT_EQ(limits.memory_bytes, std::nullopt);
 }
 
+// A pod on a v2 node without a cgroup namespace: the pod's level sets the quota, the
+// container's level the memory, and "max" at a level means that level sets nothing.
+TEST(ContainerLimits, CgroupV2NestedPathsTakeTheSmallestLevel) {
+  FakeRoot root;
+  root.V2Mount();
+  root.Write("/proc/self/cgroup", "0::/kubepods/pod1/c1\n");
+  root.Write("/sys/fs/cgroup/kubepods/pod1/cpu.max", "250000 100000\n");
+  root.Write("/sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n");
+  root.Write("/sys/fs/cgroup/kubepods/pod1/memory.max", "max\n");
+  root.Write("/sys/fs/cgroup/kubepods/pod1/c1/memory.max", "536870912\n");
+  ContainerLimits limits = ReadContainerLimits(root.path());
+  EXPECT_EQ(limits.cpu_quota, 2);
+  EXPECT_EQ(limits.cpu_source, "cgroup v2 /sys/fs/cgroup/kubepods/pod1/cpu.max");
+  EXPECT_EQ(limits.memory_bytes, int64_t(512) << 20);
+  EXPECT_EQ(limits.memory_source, "cgroup v2 /sys/fs/cgroup/kubepods/pod1/c1/memory.max");
+}
+
 TEST(ContainerLimits, CgroupV1QuotaMinusOneMeansNoLimit) {
   FakeRoot root;
   root.V1Mounts();
