@@ -11,7 +11,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench bench-quick
+.PHONY: bench-io bench bench-quick image image-test
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help python
 
@@ -29,6 +29,8 @@ help:
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
+	@echo "make image      container image localhost/shoal:latest (podman, reuses the host's ccache)"
+	@echo "make image-test build the image and test it for real (deploy/test-image.sh; root)"
 
 deps:
 	@tools/install-deps
@@ -124,6 +126,14 @@ coverage: deps
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25
+
+# Container image (Dockerfile, deploy/). The build mounts the host's ccache at /ccache with the
+# same CCACHE_BASEDIR convention as above, so right after `make build` it compiles little.
+image:
+	deploy/build-image.sh
+
+image-test:
+	deploy/test-image.sh
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

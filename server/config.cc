@@ -1,10 +1,7 @@
 #include "server/config.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <sstream>
-#include <thread>
 #include <variant>
 
 #include "CLI/CLI.hpp"
@@ -49,7 +46,8 @@ const std::vector<Field>& Fields() {
        &Config::maintenance_threads,
        "threads for BuildIndex / Flush, apart from the ones serving Get and create/drop"},
       {"cpu.threads", "SHOAL_CPU_THREADS", "--cpu-threads", &Config::cpu_threads,
-       "search CPU reservation; 0 = cores - 1, at least 1"},
+       "search CPU reservation; 0 = usable CPUs - 1, at least 1 (usable = min(cgroup quota, "
+       "affinity))"},
       {"search.max_inflight", "SHOAL_MAX_INFLIGHT_SEARCHES", "--max-inflight-searches",
        &Config::max_inflight_searches, "searches running or queued; more get RESOURCE_EXHAUSTED"},
       {"search.default_nprobe", "SHOAL_DEFAULT_NPROBE", "--default-nprobe",
@@ -76,7 +74,7 @@ const std::vector<Field>& Fields() {
       {"io.direct", "SHOAL_IO_DIRECT", "--io-direct", &Config::io_direct,
        "O_DIRECT reads where the filesystem allows"},
       {"cache.bytes", "SHOAL_CACHE_BYTES", "--cache-bytes", &Config::cache_bytes,
-       "partition cache budget; 0 = 25% of RAM"},
+       "partition cache budget; 0 = 25% of the cgroup memory limit, else of RAM"},
       {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
        "--max-candidates-per-query", &Config::max_candidates_per_query,
        "k * refine_factor of one query; more get INVALID_ARGUMENT"},
@@ -171,17 +169,14 @@ absl::Status ApplyYaml(Config& config, const std::string& path) {
 
 }  // namespace
 
-int Config::EffectiveCpuThreads() const {
-  if (cpu_threads > 0) return cpu_threads;
-  const int cores = int(std::thread::hardware_concurrency());
-  return std::max(1, cores - 1);
+Sizing Config::EffectiveSizing() const {
+  return ResolveSizing(cpu_threads, cache_bytes, ReadContainerLimits(), AffinityCpus(),
+                       PhysicalMemoryBytes());
 }
 
-int64_t Config::EffectiveCacheBytes() const {
-  if (cache_bytes > 0) return cache_bytes;
-  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? pages * page / 4 : int64_t(1) << 30;
-}
+int Config::EffectiveCpuThreads() const { return EffectiveSizing().cpu_threads; }
+
+int64_t Config::EffectiveCacheBytes() const { return EffectiveSizing().cache_bytes; }
 
 absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   LoadedConfig loaded;

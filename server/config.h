@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/container_limits.h"
 
 namespace shoal::server {
 
@@ -24,7 +25,8 @@ struct Config {
   int64_t max_message_bytes = 64 << 20;
   // When set, every RPC must carry `authorization: Bearer <api_key>`. Default: empty (off).
   std::string api_key;
-  // CPU reservation for search (threads in the arena). 0 = cores - 1, at least 1. Default: 0.
+  // CPU reservation for search (threads in the arena). 0 = usable CPUs - 1, at least 1, where
+  // usable = min(cgroup CPU quota, affinity mask) (server/container_limits.h). Default: 0.
   int cpu_threads = 0;
   // Search requests running or queued at once; past it: RESOURCE_EXHAUSTED. Default: 256.
   int max_inflight_searches = 256;
@@ -70,7 +72,8 @@ struct Config {
   int64_t io_max_request_bytes = 16ll << 20;
   // Read segment files with O_DIRECT where the filesystem allows it. Default: true.
   bool io_direct = true;
-  // Partition cache budget in bytes; 0 = 25% of physical memory. Default: 0.
+  // Partition cache budget in bytes; 0 = 25% of the cgroup memory limit, or of physical memory
+  // when there is none. Default: 0.
   int64_t cache_bytes = 0;
   // What one request may make the server hold (DESIGN I-9), estimated from its fields before
   // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
@@ -82,6 +85,10 @@ struct Config {
   // The same estimate summed over every Search and Get running at once; past it:
   // RESOURCE_EXHAUSTED (retry with backoff). Default: 1 GiB.
   int64_t max_inflight_request_bytes = 1ll << 30;
+
+  // cpu_threads and cache_bytes with 0 resolved against the container's limits and the
+  // machine, with where each value came from (reads /proc and /sys/fs/cgroup).
+  Sizing EffectiveSizing() const;
 
   // cache_bytes with 0 resolved against the machine.
   int64_t EffectiveCacheBytes() const;

@@ -124,10 +124,11 @@ absl::Status Server::Start() {
         const auto io = s.io->stats();
         const auto cache = s.cache->stats();
         StorageSample storage{
-            double(io.reads),         double(io.submissions),     double(io.bytes_read),
-            double(io.errors),        double(io.cancelled),       double(io.expired),
-            double(cache.hits),       double(cache.misses),       double(cache.evictions),
-            double(cache.used_bytes), double(cache.pinned_bytes), double(s.cache->budget())};
+            double(io.reads),          double(io.submissions),     double(io.bytes_read),
+            double(io.errors),         double(io.cancelled),       double(io.expired),
+            double(cache.hits),        double(cache.misses),       double(cache.evictions),
+            double(cache.used_bytes),  double(cache.pinned_bytes), double(s.cache->budget()),
+            double(io.kernel_us) / 1e6};
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }});
