@@ -12,6 +12,7 @@ export CCACHE_NOHASHDIR := 1
 FUZZ_SECONDS ?= 20
 
 .PHONY: bench-io bench bench-quick
+.PHONY: docs
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help
 
@@ -28,6 +29,7 @@ help:
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
+	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 
 deps:
 	@tools/install-deps
@@ -119,6 +121,10 @@ coverage: deps
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25
+
+# docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
+docs: build
+	build/bin/shoald --print-config --markdown > docs/configuration.md
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

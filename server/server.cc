@@ -142,9 +142,10 @@ absl::Status Server::Start() {
   for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
   for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
   if (config_.demo) {
-    s.admin->Submit([this, &s] {
+    // A maintenance thread, not an admin one: the demo ends with an index build.
+    s.maintenance->Submit([this, &s] {
       absl::Status loaded = LoadDemoCollection(
-          s.catalog.get(), config_.demo_file,
+          s.catalog.get(), *s.cpu, config_.demo_file,
           [&s](bool serving) { s.service->SetCollectionServing(kDemoCollection, serving); },
           s.stopping);
       if (!loaded.ok()) core::Logger("demo")->error("{}", loaded.ToString());
@@ -186,8 +187,8 @@ void Server::Shutdown() {
     log->debug("gRPC server stopped");
   }
   if (s.cpu) s.cpu->WaitIdle();
-  s.maintenance.reset();  // drains its queue, like the admin one, before the catalog closes
-  s.admin.reset();        // finishes the demo loader (it watches `stopping`)
+  s.maintenance.reset();  // drains its queue (the demo loader watches `stopping`)
+  s.admin.reset();        // likewise, before the catalog closes
   log->debug("executors idle");
   if (s.catalog) {
     absl::Status closed = s.catalog->Close();
