@@ -1,10 +1,8 @@
 #include "server/demo_loader.h"
 
 #include <future>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "core/base/logging.h"
 #include "dataset/vector_reader.h"
 
@@ -48,27 +46,13 @@ absl::Status Load(storage::Collection& collection, dataset::VectorReader& reader
   return absl::CancelledError("demo load interrupted by shutdown");
 }
 
-// Builds the IVF index, logging its phase and percent every 2 s while it runs.
+// Builds the IVF index; the collection logs each phase and its percent as it goes.
 absl::Status Build(storage::Collection& collection, core::Executor& cpu) {
   auto log = core::Logger("demo");
-  log->info("building the IVF index of '{}' (shoalctl describe {} shows its progress too)",
-            kDemoCollection, kDemoCollection);
-  absl::Notification built;
-  std::thread reporter([&] {
-    std::string last;
-    while (!built.WaitForNotificationWithTimeout(absl::Seconds(2))) {
-      const storage::BuildProgress p = collection.progress();
-      const std::string line = absl::StrCat(p.phase, " ", p.percent, "%");
-      if (p.running && line != last) log->info("building the IVF index: {}", line);
-      last = line;
-    }
-  });
-  absl::StatusOr<std::string> message = collection.BuildIndex(cpu);
-  built.Notify();
-  reporter.join();
-  if (!message.ok()) return message.status();
-  log->info("IVF index built: {}", *message);
-  return absl::OkStatus();
+  log->info(
+      "building the IVF index of '{}' (its progress follows; `shoalctl describe {}` shows it too)",
+      kDemoCollection, kDemoCollection);
+  return collection.BuildIndex(cpu).status();
 }
 
 }  // namespace
@@ -101,8 +85,10 @@ absl::Status LoadDemoCollection(storage::Catalog* catalog, core::Executor& cpu,
   absl::Status built = Build(**collection, cpu);
   set_serving(true);  // exact search if the build failed: still a working demo
   if (!built.ok()) return built;
-  log->info("demo collection '{}' ready: {} vectors, IVF index built", kDemoCollection,
-            (*collection)->Stats().num_vectors);
+  log->info(
+      "demo collection '{}' ready: {} vectors, IVF index built; try `shoalctl search {} "
+      "--query-file <t10k file> -k 10 --stats`",
+      kDemoCollection, (*collection)->Stats().num_vectors, kDemoCollection);
   return absl::OkStatus();
 }
 
