@@ -45,9 +45,10 @@ build: deps
 
 run: build
 	@echo
-	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784)."
+	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784);"
+	@echo "the first start loads it and builds its IVF index (progress in the log)."
 	@echo "Once the log says the demo collection is ready, in another terminal try:"
-	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 10"
+	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 5 --stats"
 	@echo "  build/bin/shoalctl describe fmnist"
 	@echo "  curl -s localhost:7701/metrics | head"
 	@echo "Stop with Ctrl-C (graceful shutdown)."

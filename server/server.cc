@@ -101,6 +101,10 @@ absl::Status Server::Start() {
   // gRPC sets SO_REUSEPORT by default: a second shoald would silently share the port and
   // half the requests would reach the wrong data directory. Refuse a taken port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Client keepalive pings (shoal::KeepaliveOptions, default every 60 s) are accepted down to
+  // every 10 s, also between calls; faster ones still get GOAWAY too_many_pings.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.SetMaxReceiveMessageSize(int(config_.max_message_bytes));
   builder.SetMaxSendMessageSize(int(config_.max_message_bytes));
   builder.RegisterService(s.raw_service.get());

@@ -12,7 +12,7 @@ namespace shoal::ctl {
 const char kExitCodesHelp[] =
     "Exit codes:\n"
     "  0  success\n"
-    "  1  usage: bad flags or arguments, an unreadable input file\n"
+    "  1  usage: bad flags or arguments, an unreadable input file, no shoal-bench\n"
     "  2  not found (NOT_FOUND); `health` of an unknown collection\n"
     "  3  conflict with the server's state (ALREADY_EXISTS, FAILED_PRECONDITION, ABORTED)\n"
     "  4  request rejected (INVALID_ARGUMENT, OUT_OF_RANGE)\n"
