@@ -12,7 +12,6 @@ export CCACHE_NOHASHDIR := 1
 FUZZ_SECONDS ?= 20
 
 .PHONY: bench-io bench bench-quick
-.PHONY: docs
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help
 
@@ -27,9 +26,9 @@ help:
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
+	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
-	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 
 deps:
 	@tools/install-deps
@@ -97,6 +96,11 @@ test-fuzz fuzz: deps
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
 
+# docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
+.PHONY: docs
+docs: build
+	build/bin/shoald --print-config --markdown > docs/configuration.md
+
 # shoal-bench (bench/README.md; not part of make test, a smoke run of it is).
 # bench: the standard suite, under 15 minutes on 2 cores from a fresh clone.
 BENCH_DATE := $(shell date -u +%F)
@@ -122,10 +126,6 @@ coverage: deps
 	gcovr --root . --filter 'core/' --filter 'storage/' --object-directory build/coverage \
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25
-
-# docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
-docs: build
-	build/bin/shoald --print-config --markdown > docs/configuration.md
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
