@@ -1,13 +1,17 @@
 // shoalctl against the real server: the commands a user types, their output and exit codes.
+#include <grpcpp/grpcpp.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shoal/v1/shoal.grpc.pb.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/fakes/watchdog.h"
 #include "tests/integration/shoald_process.h"
 
 namespace shoal {
@@ -204,6 +208,57 @@ TEST(Shoalctl, BenchExecsShoalBenchsQuickModeFromItsOwnDirectory) {
   const int status = pclose(p);
   EXPECT_EQ(WEXITSTATUS(status), 1);
   EXPECT_THAT(out, HasSubstr("shoal-bench not found"));
+}
+
+// A server whose build goes through the phases the test scripts: BuildIndex is held while
+// DescribeCollection answers "training" 40%, then "writing" 80% (three times each), then it
+// finishes. shoalctl build-index polls DescribeCollection meanwhile.
+class ScriptedBuildService final : public v1::Shoal::CallbackService {
+  grpc::ServerUnaryReactor* DescribeCollection(grpc::CallbackServerContext* ctx,
+                                               const v1::DescribeCollectionRequest* req,
+                                               v1::CollectionInfo* info) override {
+    grpc::ServerUnaryReactor* held = nullptr;
+    {
+      absl::MutexLock l(&mu_);
+      info->set_name(req->name());
+      info->set_index_state(v1::INDEX_STATE_BUILDING);
+      info->set_build_phase(describes_ < 3 ? "training" : "writing");
+      info->set_build_percent(describes_ < 3 ? 40 : 80);
+      if (++describes_ == 6) std::swap(held, build_);
+    }
+    if (held) held->Finish(grpc::Status::OK);
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* BuildIndex(grpc::CallbackServerContext* ctx,
+                                       const v1::BuildIndexRequest*,
+                                       v1::BuildIndexResponse* resp) override {
+    resp->set_message("built");
+    absl::MutexLock l(&mu_);
+    build_ = ctx->DefaultReactor();
+    return build_;
+  }
+  absl::Mutex mu_;
+  int describes_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::ServerUnaryReactor* build_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+TEST(Shoalctl, BuildIndexShowsAProgressBarPerPhase) {
+  testing::Watchdog watchdog(std::chrono::seconds(60), "build-index progress");
+  ScriptedBuildService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  CtlRun r = Ctl("127.0.0.1:" + std::to_string(port), "build-index c");
+  server->Shutdown(std::chrono::system_clock::now());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ContainsRegex("build-index training \\[#+\\] 100%"));
+  EXPECT_THAT(r.out, ContainsRegex("build-index writing \\[#+\\] 100%"));
+  EXPECT_THAT(r.out, HasSubstr("ETA"));
+  EXPECT_THAT(r.out, HasSubstr("built\n"));
 }
 
 }  // namespace
