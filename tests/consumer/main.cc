@@ -35,10 +35,9 @@ int main(int argc, char** argv) {
 
   auto future = client.SearchAsync("consumer", {5, 5, 5}, {.k = 1});
   std::promise<uint64_t> via_callback;
-  client.SearchAsync("consumer", {6, 6, 6}, {.k = 1},
-                     [&](absl::StatusOr<shoal::SearchResult> r) {
-                       via_callback.set_value(r.ok() ? r->hits[0].id : ~0ull);
-                     });
+  client.SearchAsync("consumer", {6, 6, 6}, {.k = 1}, [&](absl::StatusOr<shoal::SearchResult> r) {
+    via_callback.set_value(r.ok() ? r->hits[0].id : ~0ull);
+  });
   auto first = future.get();
   if (Check(first.ok() && first->hits[0].id == 5, "SearchAsync (future)")) return 1;
   if (Check(via_callback.get_future().get() == 6, "SearchAsync (callback)")) return 1;

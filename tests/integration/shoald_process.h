@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/local_shoald.h"
 #include "gtest/gtest.h"
+#include "tests/support/local_shoald.h"
 
 namespace shoal::testing {
 
