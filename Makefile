@@ -27,6 +27,7 @@ help:
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
+	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
 	@echo "make image      container image localhost/shoal:latest (podman, reuses the host's ccache)"
@@ -50,9 +51,10 @@ python: deps
 
 run: build
 	@echo
-	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784)."
+	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784);"
+	@echo "the first start loads it and builds its IVF index (progress in the log)."
 	@echo "Once the log says the demo collection is ready, in another terminal try:"
-	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 10"
+	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 5 --stats"
 	@echo "  build/bin/shoalctl describe fmnist"
 	@echo "  curl -s localhost:7701/metrics | head"
 	@echo "Stop with Ctrl-C (graceful shutdown)."
@@ -100,6 +102,11 @@ test-fuzz fuzz: deps
 # I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
+
+# docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
+.PHONY: docs
+docs: build
+	build/bin/shoald --print-config --markdown > docs/configuration.md
 
 # shoal-bench (bench/README.md; not part of make test, a smoke run of it is).
 # bench: the standard suite, under 15 minutes on 2 cores from a fresh clone.

@@ -1,6 +1,7 @@
 // Config: shoald's settings. Sources, later ones win: built-in defaults, the YAML file
 // (--config or SHOAL_CONFIG), SHOAL_* environment variables, command-line flags.
-// `shoald --print-config` prints the effective values as YAML with every field's default.
+// `shoald --print-config` prints the effective values as YAML with every field's default;
+// `shoald --print-config --markdown` the reference docs/configuration.md.
 //
 // Thread-safety: a Config is a plain value; load it once at start-up.
 #pragma once
@@ -100,6 +101,7 @@ struct Config {
 struct LoadedConfig {
   Config config;
   bool print_config = false;
+  bool markdown = false;  // --print-config --markdown: docs/configuration.md
 };
 
 // Parses flags (argv), the environment and the YAML file. INVALID_ARGUMENT names the field.
@@ -107,5 +109,10 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv);
 
 // The effective config as commented YAML.
 std::string PrintConfig(const Config& config);
+
+// docs/configuration.md: every setting's key, environment variable, flag, default and meaning,
+// from the same table the loader uses (defaults only, so the output does not depend on the
+// machine or the environment). `make docs` regenerates the file; config_doc_test compares.
+std::string ConfigMarkdown();
 
 }  // namespace shoal::server

@@ -1,4 +1,5 @@
-// shoald: the Shoal server. See `shoald --help` and `shoald --print-config`.
+// shoald: the Shoal server. See `shoald --help`, `shoald --print-config` and
+// docs/configuration.md (`shoald --print-config --markdown`).
 #include <signal.h>
 
 #include <cstdio>
@@ -22,7 +23,8 @@ int main(int argc, char** argv) {
   }
   shoal::server::Config config = loaded->config;
   if (loaded->print_config) {
-    std::cout << shoal::server::PrintConfig(config);
+    std::cout << (loaded->markdown ? shoal::server::ConfigMarkdown()
+                                   : shoal::server::PrintConfig(config));
     return 0;
   }
   if (auto s = shoal::core::SetLogLevel(config.log_level); !s.ok()) {
