@@ -48,8 +48,12 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
         limits.max_candidates_per_query, ")"));
   }
   const uint64_t vector_bytes = uint64_t(shape.dim) * sizeof(float);
+  // packed_results adds two packed arrays; the per-hit objects are then only built for per-hit
+  // data (ShoalService::Search), so a plain packed answer costs the arrays alone.
+  const bool per_hit = !req.packed_results() || req.include_vectors() || req.include_attributes();
   const uint64_t packed = req.packed_results() ? kPackedHitBytes : 0;
-  const uint64_t wire_hit = kHitWireBytes + packed + (req.include_vectors() ? vector_bytes + 6 : 0);
+  const uint64_t wire_hit =
+      packed + (per_hit ? kHitWireBytes + (req.include_vectors() ? vector_bytes + 6 : 0) : 0);
   if (auto s = CheckResponse(nq * k * wire_hit, limits,
                              "send fewer queries per request or ask for a smaller k");
       !s.ok()) {
@@ -61,7 +65,8 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
   const uint64_t plan = nq * uint64_t(shape.nprobe) * shape.num_segments * 2 * sizeof(uint32_t);
   const uint64_t response =
       nq * k *
-      (kNeighborBytes + kHitObjectBytes + packed + (req.include_vectors() ? vector_bytes : 0));
+      (kNeighborBytes + packed +
+       (per_hit ? kHitObjectBytes + (req.include_vectors() ? vector_bytes : 0) : 0));
   const uint64_t total = queries + candidates + tables + plan + response;
   if (auto s = CheckRequest(total, limits,
                             absl::StrCat(nq, " queries x ", per_query, " candidates: ",

@@ -53,6 +53,20 @@ TEST(RequestLimits, AResponseLargerThanAMessageIsRefused) {
   EXPECT_TRUE(SearchCost(req, FlatShape(4096), limits).ok());
 }
 
+// Packed results replace the per-hit objects unless per-hit data is asked for, when both come.
+TEST(RequestLimits, PackedResultsCostTheArraysAloneUnlessHitsComeToo) {
+  v1::SearchRequest hits = SearchOf(100, 16, 1000);
+  v1::SearchRequest packed = hits;
+  packed.set_packed_results(true);
+  v1::SearchRequest both = packed;
+  both.set_include_attributes(true);
+  const uint64_t h = *SearchCost(hits, FlatShape(16), RequestLimits{});
+  const uint64_t p = *SearchCost(packed, FlatShape(16), RequestLimits{});
+  const uint64_t b = *SearchCost(both, FlatShape(16), RequestLimits{});
+  EXPECT_LT(p, h);
+  EXPECT_GT(b, h);
+}
+
 TEST(RequestLimits, PqTablesCountPerQueryAndSegment) {
   // 2000 queries x (m 64 x 256 floats) x 4 segments = 500 MiB of tables.
   SearchShape shape{128, 4 * (64 * 256 * 4), 4, 16};
