@@ -40,6 +40,9 @@ struct Config {
   // Memtable rows that trigger a background flush into a segment (indexed collections).
   // Default: 200000.
   int64_t flush_rows = 200000;
+  // Extra memory one index build, flush or merge may use (sample, chunk and partition-group
+  // buffers), whatever the collection's size; at least 1 MiB. Default: 256 MiB.
+  int64_t build_memory_bytes = 256ll << 20;
   // Bytes of writes waiting for the WAL per collection; past it: RESOURCE_EXHAUSTED.
   // Default: 512 MiB.
   int64_t wal_max_pending_bytes = 512ll << 20;

@@ -466,7 +466,8 @@ void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collec
 
 void ShoalService::QueueFlushIfDue(const std::shared_ptr<storage::Collection>& collection) {
   const storage::CollectionStats stats = collection->Stats();
-  if (stats.num_segments == 0 || stats.memtable_rows < options_.flush_rows) return;
+  // Every collection flushes, FLAT ones (and IVF ones never built) into exact segments.
+  if (stats.memtable_rows < options_.flush_rows) return;
   {
     absl::MutexLock lock(&flush_mu_);
     if (!flushing_.insert(collection->name()).second) return;

@@ -12,6 +12,11 @@ size_t BufferPool::ClassOf(size_t bytes) {
   return size_t(std::countr_zero(rounded));
 }
 
+BufferPool::~BufferPool() {
+  absl::MutexLock lock(&mu_);
+  idle_all_.fetch_sub(cached_, std::memory_order_relaxed);
+}
+
 AlignedBuffer BufferPool::Get(size_t bytes) {
   const size_t cls = ClassOf(bytes);
   {
@@ -20,6 +25,7 @@ AlignedBuffer BufferPool::Get(size_t bytes) {
       AlignedBuffer b = std::move(free_[cls].back());
       free_[cls].pop_back();
       cached_ -= b.capacity();
+      idle_all_.fetch_sub(b.capacity(), std::memory_order_relaxed);
       return b;
     }
   }
@@ -34,6 +40,7 @@ void BufferPool::Put(AlignedBuffer buffer) {
   if (cached_ + buffer.capacity() > max_cached_) return;
   if (free_.size() <= cls) free_.resize(cls + 1);
   cached_ += buffer.capacity();
+  idle_all_.fetch_add(buffer.capacity(), std::memory_order_relaxed);
   free_[cls].push_back(std::move(buffer));
 }
 

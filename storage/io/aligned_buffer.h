@@ -1,12 +1,17 @@
 // AlignedBuffer: heap memory aligned for O_DIRECT (4 KiB), and BufferPool, which recycles them
 // by power-of-two size class so the read path does not hit the allocator per partition.
 //
+// Accounting: AlignedBuffer::live_bytes() is the capacity of every buffer alive in the process
+// and BufferPool::idle_bytes_all() what pools hold idle, so that what the partition cache
+// charges can be checked against what is really allocated (tests; the cache's bytes gauge).
+//
 // Thread-safety: an AlignedBuffer is a plain owned value. BufferPool is thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -28,25 +33,48 @@ class AlignedBuffer {
   // REQUIRES: capacity is a multiple of kDirectIoAlignment.
   explicit AlignedBuffer(size_t capacity)
       : data_(static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, capacity))),
-        capacity_(capacity) {}
+        capacity_(data_ ? capacity : 0) {
+    live_.fetch_add(capacity_, std::memory_order_relaxed);
+  }
+  AlignedBuffer(AlignedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    if (this != &other) {
+      Release();
+      data_ = std::exchange(other.data_, nullptr);
+      capacity_ = std::exchange(other.capacity_, 0);
+    }
+    return *this;
+  }
+  ~AlignedBuffer() { Release(); }
 
-  char* data() { return data_.get(); }
-  const char* data() const { return data_.get(); }
+  char* data() { return data_; }
+  const char* data() const { return data_; }
   size_t capacity() const { return capacity_; }
   explicit operator bool() const { return data_ != nullptr; }
 
+  // Capacity of every AlignedBuffer alive in the process.
+  static uint64_t live_bytes() { return live_.load(std::memory_order_relaxed); }
+
  private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> data_;
+  void Release() {
+    if (data_ == nullptr) return;
+    live_.fetch_sub(capacity_, std::memory_order_relaxed);
+    std::free(data_);
+    data_ = nullptr;
+    capacity_ = 0;
+  }
+  static inline std::atomic<uint64_t> live_{0};
+  char* data_ = nullptr;
   size_t capacity_ = 0;
 };
 
 class BufferPool {
  public:
-  // Keeps at most `max_cached_bytes` of idle buffers.
-  explicit BufferPool(size_t max_cached_bytes = 64u << 20) : max_cached_(max_cached_bytes) {}
+  // Keeps at most `max_cached_bytes` of idle buffers (memory outside cache.bytes: part of the
+  // documented overhead, so kept small).
+  explicit BufferPool(size_t max_cached_bytes = 16u << 20) : max_cached_(max_cached_bytes) {}
+  ~BufferPool();
 
   // A buffer of at least `bytes` (rounded up to a power of two, at least 4 KiB).
   AlignedBuffer Get(size_t bytes);
@@ -56,6 +84,8 @@ class BufferPool {
     absl::MutexLock lock(&mu_);
     return cached_;
   }
+  // Idle bytes of every pool in the process.
+  static uint64_t idle_bytes_all() { return idle_all_.load(std::memory_order_relaxed); }
 
  private:
   static size_t ClassOf(size_t bytes);
@@ -64,6 +94,7 @@ class BufferPool {
   mutable absl::Mutex mu_;
   std::vector<std::vector<AlignedBuffer>> free_ ABSL_GUARDED_BY(mu_);  // index = size class
   size_t cached_ ABSL_GUARDED_BY(mu_) = 0;
+  static inline std::atomic<uint64_t> idle_all_{0};
 };
 
 }  // namespace shoal::storage
