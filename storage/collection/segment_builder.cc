@@ -16,8 +16,10 @@ namespace shoal::storage {
 namespace {
 
 constexpr uint64_t kAlign = 4096;
-// Rows per arena task inside a chunk: FAISS's assignment scratch grows with it.
-constexpr size_t kRowsPerTask = 1024;
+// Rows per arena task: FAISS's assignment scratch grows with it (256 x 1024 floats, 1 MiB).
+// Chunks are whole multiples of it, so every task covers the same global rows whatever the
+// budget, and BLAS sees the same batches: the same budget-independent assignment.
+constexpr size_t kRowsPerTask = 256;
 
 uint64_t AlignUp4k(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -39,7 +41,8 @@ BuildMemoryPlan BuildMemoryPlan::For(uint64_t budget_bytes, uint32_t dim) {
   const uint64_t budget = std::max<uint64_t>(budget_bytes, 64 << 10);
   const uint64_t row_bytes = 8 + uint64_t(dim) * sizeof(float);
   plan.spill_buffer_bytes = size_t(std::clamp<uint64_t>(budget / 64, 4 << 10, 1 << 20));
-  plan.chunk_rows = size_t(std::max<uint64_t>(256, budget / 8 / row_bytes));
+  plan.chunk_rows =
+      size_t(std::max<uint64_t>(1, budget / 8 / row_bytes / kRowsPerTask)) * kRowsPerTask;
   plan.group_bytes = budget / 2;
   plan.max_sample_rows = size_t(std::max<uint64_t>(256, budget / 2 / (uint64_t(dim) * 4)));
   return plan;

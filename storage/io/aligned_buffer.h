@@ -1,6 +1,10 @@
 // AlignedBuffer: heap memory aligned for O_DIRECT (4 KiB), and BufferPool, which recycles them
 // by power-of-two size class so the read path does not hit the allocator per partition.
 //
+// Buffers of kMapThreshold bytes or more are mapped from the kernel directly (mmap), not taken
+// from malloc's heap: freeing one returns its pages at once, so the RSS of cached partitions
+// follows the cache's charge instead of the heap's fragmentation.
+//
 // Accounting: AlignedBuffer::live_bytes() is the capacity of every buffer alive in the process
 // and BufferPool::idle_bytes_all() what pools hold idle, so that what the partition cache
 // charges can be checked against what is really allocated (tests; the cache's bytes gauge).
@@ -10,7 +14,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -29,13 +32,11 @@ constexpr uint64_t AlignDown(uint64_t n) { return n / kDirectIoAlignment * kDire
 
 class AlignedBuffer {
  public:
+  static constexpr size_t kMapThreshold = 64 << 10;
+
   AlignedBuffer() = default;
   // REQUIRES: capacity is a multiple of kDirectIoAlignment.
-  explicit AlignedBuffer(size_t capacity)
-      : data_(static_cast<char*>(std::aligned_alloc(kDirectIoAlignment, capacity))),
-        capacity_(data_ ? capacity : 0) {
-    live_.fetch_add(capacity_, std::memory_order_relaxed);
-  }
+  explicit AlignedBuffer(size_t capacity);
   AlignedBuffer(AlignedBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
@@ -57,13 +58,7 @@ class AlignedBuffer {
   static uint64_t live_bytes() { return live_.load(std::memory_order_relaxed); }
 
  private:
-  void Release() {
-    if (data_ == nullptr) return;
-    live_.fetch_sub(capacity_, std::memory_order_relaxed);
-    std::free(data_);
-    data_ = nullptr;
-    capacity_ = 0;
-  }
+  void Release();
   static inline std::atomic<uint64_t> live_{0};
   char* data_ = nullptr;
   size_t capacity_ = 0;
@@ -73,7 +68,7 @@ class BufferPool {
  public:
   // Keeps at most `max_cached_bytes` of idle buffers (memory outside cache.bytes: part of the
   // documented overhead, so kept small).
-  explicit BufferPool(size_t max_cached_bytes = 16u << 20) : max_cached_(max_cached_bytes) {}
+  explicit BufferPool(size_t max_cached_bytes = 8u << 20) : max_cached_(max_cached_bytes) {}
   ~BufferPool();
 
   // A buffer of at least `bytes` (rounded up to a power of two, at least 4 KiB).
