@@ -117,8 +117,9 @@ absl::StatusOr<Collection::Cut> Collection::FreezeMemtable() {
 absl::StatusOr<std::unique_ptr<SegmentBuilder>> Collection::GatherRows(const ReadState& state,
                                                                        bool segments, bool frozen) {
   const std::string tmp = JoinPath(dir_, absl::StrCat("build-", next_segment_id_, ".tmp"));
-  SHOAL_ASSIGN_OR_RETURN(auto builder,
-                         SegmentBuilder::Create(fs_, tmp, dim_, options_.build_memory_bytes));
+  auto created = SegmentBuilder::Create(fs_, tmp, dim_, options_.build_memory_bytes);
+  if (!created.ok()) return IoFailure(absl::StrCat("starting ", tmp), created.status());
+  std::unique_ptr<SegmentBuilder> builder = *std::move(created);
   absl::Status status;
   auto add = [&](uint64_t id, const float* v, const std::string& attrs) {
     if (status.ok()) status = builder->Add(id, v, attrs);
@@ -135,8 +136,8 @@ absl::StatusOr<std::unique_ptr<SegmentBuilder>> Collection::GatherRows(const Rea
   if (frozen) {
     for (const auto& memtable : state.frozen) memtable->ForEachLive(add);
   }
-  SHOAL_RETURN_IF_ERROR(status);
-  SHOAL_RETURN_IF_ERROR(builder->FinishInput());
+  if (status.ok()) status = builder->FinishInput();
+  if (!status.ok()) return IoFailure(absl::StrCat("spilling rows into ", tmp), status);
   return builder;
 }
 
