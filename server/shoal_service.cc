@@ -299,6 +299,8 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
   shape.num_segments = uint32_t(snapshot.segments.size());
   for (const core::IvfSegmentRef& seg : snapshot.segments) {
     shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
+    // Exact segments are scanned whole: every partition is in the plan (an upper bound).
+    if (seg.model->exact) shape.nprobe = std::max(shape.nprobe, uint32_t(seg.model->nlist()));
   }
   return shape;
 }
