@@ -37,7 +37,8 @@ struct Config {
   // Partition bytes one request may have fetched but not yet scanned (the prefetch depth).
   // Default: 64 MiB.
   int64_t search_max_pinned_bytes = 64ll << 20;
-  // Memtable rows that trigger a background flush into a segment (indexed collections).
+  // Memtable rows that trigger a background flush into a segment (an exact one for FLAT
+  // collections and IVF ones not built yet).
   // Default: 200000.
   int64_t flush_rows = 200000;
   // Extra memory one index build, flush or merge may use (sample, chunk and partition-group
