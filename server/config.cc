@@ -61,7 +61,9 @@ const std::vector<Field>& Fields() {
        &Config::search_max_pinned_bytes,
        "partition bytes a request may hold fetched but unscanned (prefetch depth)"},
       {"collection.flush_rows", "SHOAL_FLUSH_ROWS", "--flush-rows", &Config::flush_rows,
-       "memtable rows that trigger a background flush (indexed collections)"},
+       "memtable rows that trigger a background flush into a segment"},
+      {"build.memory_bytes", "SHOAL_BUILD_MEMORY_BYTES", "--build-memory-bytes",
+       &Config::build_memory_bytes, "extra memory of one index build, flush or merge"},
       {"wal.max_pending_bytes", "SHOAL_WAL_MAX_PENDING_BYTES", "--wal-max-pending-bytes",
        &Config::wal_max_pending_bytes, "bytes waiting for the WAL per collection"},
       {"io.backend", "SHOAL_IO_BACKEND", "--io-backend", &Config::io_backend,
@@ -261,6 +263,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "limits: max_request_bytes must be at least 1, and max_inflight_request_bytes at least "
         "max_request_bytes");
+  }
+  if (loaded.config.build_memory_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError("build.memory_bytes: must be at least 1 MiB (1048576)");
   }
   if (loaded.config.maintenance_threads < 1) {
     return absl::InvalidArgumentError("server.maintenance_threads: must be at least 1");

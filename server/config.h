@@ -40,9 +40,13 @@ struct Config {
   // Partition bytes one request may have fetched but not yet scanned (the prefetch depth).
   // Default: 64 MiB.
   int64_t search_max_pinned_bytes = 64ll << 20;
-  // Memtable rows that trigger a background flush into a segment (indexed collections).
+  // Memtable rows that trigger a background flush into a segment (an exact one for FLAT
+  // collections and IVF ones not built yet).
   // Default: 200000.
   int64_t flush_rows = 200000;
+  // Extra memory one index build, flush or merge may use (sample, chunk and partition-group
+  // buffers), whatever the collection's size; at least 1 MiB. Default: 256 MiB.
+  int64_t build_memory_bytes = 256ll << 20;
   // Bytes of writes waiting for the WAL per collection; past it: RESOURCE_EXHAUSTED.
   // Default: 512 MiB.
   int64_t wal_max_pending_bytes = 512ll << 20;

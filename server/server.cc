@@ -73,6 +73,7 @@ absl::Status Server::Start() {
   options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);
   options.wal.on_sync = [&s](double seconds) { s.metrics.ObserveWalFsync(seconds); };
   options.scheduler = s.io.get();
+  options.build_memory_bytes = uint64_t(config_.build_memory_bytes);
   options.cache = s.cache.get();
   auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
   if (!catalog.ok()) return catalog.status();

@@ -299,6 +299,8 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
   shape.num_segments = uint32_t(snapshot.segments.size());
   for (const core::IvfSegmentRef& seg : snapshot.segments) {
     shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
+    // Exact segments are scanned whole: every partition is in the plan (an upper bound).
+    if (seg.model->exact) shape.nprobe = std::max(shape.nprobe, uint32_t(seg.model->nlist()));
   }
   return shape;
 }
@@ -466,7 +468,8 @@ void ShoalService::MaybeFlush(const std::shared_ptr<storage::Collection>& collec
 
 void ShoalService::QueueFlushIfDue(const std::shared_ptr<storage::Collection>& collection) {
   const storage::CollectionStats stats = collection->Stats();
-  if (stats.num_segments == 0 || stats.memtable_rows < options_.flush_rows) return;
+  // Every collection flushes, FLAT ones (and IVF ones never built) into exact segments.
+  if (stats.memtable_rows < options_.flush_rows) return;
   {
     absl::MutexLock lock(&flush_mu_);
     if (!flushing_.insert(collection->name()).second) return;

@@ -100,6 +100,9 @@ class ShoalService final {
   absl::StatusOr<std::shared_ptr<storage::Collection>> AdmitAndLookup(
       grpc::CallbackServerContext* ctx, const std::string& name, const char* field) const;
   Metrics* metrics() const { return metrics_; }
+  // Queues a background flush when a collection's memtable has grown past options_.flush_rows
+  // (one at a time per collection).
+  void MaybeFlush(const std::shared_ptr<storage::Collection>& collection) noexcept;
 
  private:
   // One search counted in search.max_inflight (taken by the caller) and the in-flight gauge,
@@ -127,9 +130,6 @@ class ShoalService final {
   // Appends the broken collections, then sorts the list by name.
   void AddBrokenInfos(v1::ListCollectionsResponse* resp) const;
   core::Executor* maintenance() const { return maintenance_ ? maintenance_ : admin_; }
-  // Queues a background flush when an indexed collection's memtable has grown past
-  // options_.flush_rows (one at a time per collection).
-  void MaybeFlush(const std::shared_ptr<storage::Collection>& collection) noexcept;
   void QueueFlushIfDue(const std::shared_ptr<storage::Collection>& collection);
   template <typename Response>
   void RunMaintenance(CallbackServerContext* ctx, UnaryReactor* r, const std::string& name,

@@ -124,6 +124,9 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 
   void OnCommitted(absl::StatusOr<uint64_t> n) {
     std::optional<grpc::Status> finish;
+    // Copied under the lock: once it is released another thread may finish (and delete) this.
+    ShoalService* const service = service_;
+    std::shared_ptr<storage::Collection> written;
     {
       absl::MutexLock lock(&mu_);
       --outstanding_;
@@ -131,10 +134,13 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
         FailLocked(n.status());
       } else {
         upserted_ += *n;
+        written = collection_;
         if (!input_done_ && !reading_ && error_.ok()) ReadNextLocked();
       }
       finish = MaybeFinishLocked();
     }
+    // Bulk loads past collection.flush_rows flush in the background, as unary upserts do.
+    if (written) service->MaybeFlush(written);
     if (finish) Finish(*finish);
   }
 

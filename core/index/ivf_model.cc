@@ -12,6 +12,7 @@
 #include "faiss/IndexFlat.h"
 #include "faiss/impl/ProductQuantizer.h"
 #include "faiss/impl/ScalarQuantizer.h"
+#include "faiss/utils/distances.h"
 
 namespace shoal::core {
 
@@ -87,6 +88,26 @@ void TrainPq(const float* vectors, size_t n, uint32_t dim, const IvfTrainOptions
 
 }  // namespace
 
+IvfModel MakeExactModel(uint32_t dim, Metric metric, uint32_t nlist) {
+  IvfModel model;
+  model.dim = dim;
+  model.metric = metric;
+  model.encoding = VectorEncoding::kFlat;
+  model.exact = true;
+  model.centroids.assign(size_t(std::max<uint32_t>(1, nlist)) * dim, 0.0f);
+  return model;
+}
+
+void LimitFaissScratch() {
+  // FAISS allocates query_bs x database_bs floats per blocked search and fills every row of
+  // it that the batch uses: 1024 x 1024 x 4 bytes = 4 MiB at most (FAISS's default is 16 MiB).
+  static const bool once = [] {
+    faiss::distance_compute_blas_query_bs = 1024;
+    return true;
+  }();
+  (void)once;
+}
+
 uint32_t DefaultNlist(uint64_t n) {
   const double by_sqrt = std::round(4.0 * std::sqrt(double(n)));
   const double cap = std::max<double>(1.0, double(n / 4));
@@ -110,6 +131,7 @@ absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t 
         ", 8 bits: ", kMinPqTrainingRows, " codewords per sub-quantizer); there are ", n,
         ". Add rows or use IVF_FLAT / IVF_SQ8"));
   }
+  LimitFaissScratch();
   IvfModel model;
   model.dim = dim;
   model.metric = metric;

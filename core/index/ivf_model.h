@@ -33,6 +33,9 @@ struct IvfModel {
   std::vector<float> sq_vmin, sq_vdiff;  // SQ8: dim each; x = vmin + (code + 0.5) / 255 * vdiff
   uint32_t pq_m = 0, pq_nbits = 0;
   std::vector<float> pq_codebooks;  // PQ: m * 2^nbits * (dim / m), FAISS's layout
+  // An exact (FLAT) segment: partitions are slices of the rows, not clusters, and every search
+  // scans all of them (nprobe does not apply). Centroids are zero placeholders.
+  bool exact = false;
 
   size_t nlist() const { return dim ? centroids.size() / dim : 0; }
   // Bytes of one encoded vector.
@@ -62,6 +65,13 @@ uint32_t DefaultNlist(uint64_t n);
 // minimum.
 absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t dim, Metric metric,
                                        const IvfTrainOptions& options);
+
+// An exact model over `nlist` slices (IvfModel::exact): kFlat codes, zero centroids.
+IvfModel MakeExactModel(uint32_t dim, Metric metric, uint32_t nlist);
+
+// Caps FAISS's BLAS distance block (queries x centroids scored at once) so that a k-means or
+// an assignment touches at most ~4 MiB of scratch per thread instead of 16 MiB. Idempotent.
+void LimitFaissScratch();
 
 // assign[i] = the nearest centroid of vector i (by the model's metric).
 absl::Status AssignToCentroids(const IvfModel& model, const float* vectors, size_t n,

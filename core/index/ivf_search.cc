@@ -130,7 +130,9 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       const IvfSegmentRef& seg = req_.segments[s];
       const IvfModel& model = *seg.model;
       const size_t nlist = model.nlist();
-      const size_t nprobe = std::min<size_t>(std::max<uint32_t>(1, req_.nprobe), nlist);
+      // Exact (FLAT) segments are scanned whole: their partitions are slices, not clusters.
+      const size_t nprobe =
+          model.exact ? nlist : std::min<size_t>(std::max<uint32_t>(1, req_.nprobe), nlist);
       std::vector<int64_t> work_of(nlist, -1);
       dist.resize(nlist);
       order.resize(nlist);

@@ -9,10 +9,15 @@
 // BuildIndex / Flush / compaction build new segments beside it and swap a new snapshot in after
 // the manifest naming them is durable (I-6); queries running on the old one finish on it.
 //
-//   BuildIndex: freeze the memtable (new WAL file), train an IVF model (FAISS) on every live
-//               vector, write one segment with all of them, install.
-//   Flush:      freeze the memtable, encode it with the newest segment's model as a new
-//               segment, install; more than kMaxSegments segments are then merged.
+//   BuildIndex: freeze the memtable (new WAL file), train an IVF model (FAISS) on a sample of
+//               the live vectors, write one segment with all of them, install.
+//   Flush:      freeze the memtable, encode it with the newest segment's IVF model as a new
+//               segment — or, without one (FLAT collections, IVF never built), as an exact
+//               segment scanned whole by every search — install; more than kMaxSegments
+//               segments are then merged.
+// Rows are streamed through a SegmentBuilder (spill files, chunks, partition groups): a
+// build's extra memory is bounded by CollectionOptions::build_memory_bytes, not the row count,
+// and is handed back to the kernel (malloc_trim) when it ends.
 // The CPU work runs on the given executor (the arena, I-2) in tasks; these calls block the
 // calling (maintenance) thread while it runs, never an arena thread.
 //
@@ -51,6 +56,7 @@
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/memtable.h"
 #include "storage/collection/segment.h"
+#include "storage/collection/segment_builder.h"
 #include "storage/collection/segment_writer.h"
 #include "storage/collection/tombstones.h"
 #include "storage/collection/wal.h"
@@ -68,6 +74,8 @@ struct CollectionOptions {
   // Where segments are read through. Both null: the collection cannot open or build segments.
   IoScheduler* scheduler = nullptr;
   PartitionCache* cache = nullptr;
+  // Extra memory of one build, flush or merge (`build.memory_bytes`, segment_builder.h).
+  uint64_t build_memory_bytes = 256ull << 20;
 };
 
 struct CollectionStats {
@@ -179,14 +187,15 @@ class Collection {
   absl::Status CheckOpenForMaintenance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
   // Maintenance (collection_build.cc). REQUIRES: maintenance_mu_ held.
   absl::StatusOr<Cut> FreezeMemtable() ABSL_LOCKS_EXCLUDED(write_mu_);
-  // Live rows of the given segments and memtables.
-  absl::Status CollectRows(const ReadState& state, bool segments, bool frozen,
-                           SegmentRows* rows) const;
-  absl::StatusOr<core::IvfModel> Train(core::Executor& cpu, const SegmentRows& rows);
+  // Live rows of the given segments and memtables, spilled into a builder (build-<id>.tmp).
+  absl::StatusOr<std::unique_ptr<SegmentBuilder>> GatherRows(const ReadState& state, bool segments,
+                                                             bool frozen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
+  absl::StatusOr<core::IvfModel> Train(core::Executor& cpu, const SegmentBuilder& rows);
   // Writes the next segment id's directory; a failed write leaves none.
   absl::StatusOr<std::shared_ptr<Segment>> WriteAndOpenSegment(core::Executor& cpu,
                                                                const core::IvfModel& model,
-                                                               const SegmentRows& rows)
+                                                               SegmentBuilder& rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(maintenance_mu_);
   // Makes `next` durable, then swaps in the segments it names: `replaced` segments and the
   // frozen memtables captured in `consumed` leave the read state.

@@ -1,7 +1,7 @@
 // Collection maintenance: BuildIndex, Flush and segment merges (see collection.h).
-#include <atomic>
+#include <malloc.h>
+
 #include <chrono>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,12 +10,16 @@
 #include "core/exec/run_and_wait.h"
 #include "storage/collection/collection.h"
 #include "storage/collection/manifest_store.h"
+#include "storage/collection/segment_builder.h"
 
 namespace shoal::storage {
 namespace {
 
-constexpr size_t kRowsPerTask = 4096;
 constexpr size_t kTrainPointsPerCentroid = 256;
+// Exact (FLAT) segments are cut into slices of about this many bytes: the unit the cache
+// holds and a search task scans.
+constexpr uint64_t kExactPartitionBytes = 1 << 20;
+constexpr uint64_t kMaxExactPartitions = 1 << 20;  // ivf.meta's nlist limit
 
 using Clock = std::chrono::steady_clock;
 
@@ -59,6 +63,17 @@ absl::Status IoFailure(absl::string_view what, const absl::Status& cause) {
   }
 }
 
+// An exact model for n rows: slices of about kExactPartitionBytes.
+core::IvfModel ExactModelFor(uint32_t dim, core::Metric metric, uint64_t n) {
+  const uint64_t per = std::max<uint64_t>(1, kExactPartitionBytes / (8 + uint64_t(dim) * 4));
+  const uint64_t nlist = std::clamp<uint64_t>((n + per - 1) / per, 1, kMaxExactPartitions);
+  return core::MakeExactModel(dim, metric, uint32_t(nlist));
+}
+
+// Hands the memory a build freed back to the kernel: glibc keeps freed heap pages (and, after
+// large frees, serves even big allocations from the heap) until asked.
+void ReturnMemory() { malloc_trim(0); }
+
 }  // namespace
 
 std::string SegmentDir(const std::string& dir, uint64_t id) {
@@ -99,12 +114,15 @@ absl::StatusOr<Collection::Cut> Collection::FreezeMemtable() {
   return cut;
 }
 
-absl::Status Collection::CollectRows(const ReadState& state, bool segments, bool frozen,
-                                     SegmentRows* rows) const {
+absl::StatusOr<std::unique_ptr<SegmentBuilder>> Collection::GatherRows(const ReadState& state,
+                                                                       bool segments, bool frozen) {
+  const std::string tmp = JoinPath(dir_, absl::StrCat("build-", next_segment_id_, ".tmp"));
+  auto created = SegmentBuilder::Create(fs_, tmp, dim_, options_.build_memory_bytes);
+  if (!created.ok()) return IoFailure(absl::StrCat("starting ", tmp), created.status());
+  std::unique_ptr<SegmentBuilder> builder = *std::move(created);
+  absl::Status status;
   auto add = [&](uint64_t id, const float* v, const std::string& attrs) {
-    rows->ids.push_back(id);
-    rows->vectors.insert(rows->vectors.end(), v, v + dim_);
-    rows->attributes.push_back(attrs);
+    if (status.ok()) status = builder->Add(id, v, attrs);
   };
   if (segments) {
     for (size_t s = 0; s < state.segments.size(); ++s) {
@@ -118,71 +136,55 @@ absl::Status Collection::CollectRows(const ReadState& state, bool segments, bool
   if (frozen) {
     for (const auto& memtable : state.frozen) memtable->ForEachLive(add);
   }
-  return absl::OkStatus();
+  if (status.ok()) status = builder->FinishInput();
+  if (!status.ok()) return IoFailure(absl::StrCat("spilling rows into ", tmp), status);
+  return builder;
 }
 
-absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const SegmentRows& rows) {
-  const size_t n = rows.size(), dim = dim_;
+absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const SegmentBuilder& rows) {
+  const size_t n = rows.rows();
   const core::IndexSpec index = manifest()->index;
   core::IvfTrainOptions options;
   options.nlist = index.nlist ? index.nlist : core::DefaultNlist(n);
   options.nlist = uint32_t(std::min<size_t>(options.nlist, n));
   options.encoding = EncodingFor(index.type);
   options.pq_m = index.pq_m;
-  // A deterministic sample of at most 256 vectors per centroid.
-  const size_t sample_n = std::min(n, size_t(options.nlist) * kTrainPointsPerCentroid);
-  std::vector<float> sample;
-  const float* train = rows.vectors.data();
-  if (sample_n < n) {
-    std::vector<uint32_t> order(n);
-    for (uint32_t i = 0; i < n; ++i) order[i] = i;
-    std::mt19937_64 rng(options.seed);
-    std::shuffle(order.begin(), order.end(), rng);
-    sample.resize(sample_n * dim);
-    for (size_t i = 0; i < sample_n; ++i) {
-      std::copy_n(rows.vectors.data() + size_t(order[i]) * dim, dim, sample.data() + i * dim);
-    }
-    train = sample.data();
+  // A deterministic sample of at most 256 vectors per centroid (and what half the build's
+  // memory budget holds).
+  SHOAL_ASSIGN_OR_RETURN(
+      std::vector<float> sample,
+      rows.Sample(size_t(options.nlist) * kTrainPointsPerCentroid, options.seed));
+  const size_t sample_n = sample.size() / dim_;
+  if (sample_n < std::min<size_t>(n, size_t(options.nlist) * kTrainPointsPerCentroid)) {
+    core::Logger("collection")
+        ->warn("{}: build.memory_bytes allows {} training vectors for nlist {}", name_, sample_n,
+               options.nlist);
   }
+  options.nlist = uint32_t(std::min<size_t>(options.nlist, sample_n));
   SetProgress("training", 0);
   absl::StatusOr<core::IvfModel> model = absl::UnknownError("not run");
   SHOAL_RETURN_IF_ERROR(core::RunAndWait(cpu, [&] {
-    model = core::TrainIvfModel(train, sample_n, dim_, metric_, options);
+    model = core::TrainIvfModel(sample.data(), sample_n, dim_, metric_, options);
     return model.status();
   }));
   return model;
 }
 
 absl::StatusOr<std::shared_ptr<Segment>> Collection::WriteAndOpenSegment(
-    core::Executor& cpu, const core::IvfModel& model, const SegmentRows& rows) {
+    core::Executor& cpu, const core::IvfModel& model, SegmentBuilder& rows) {
   if (!options_.scheduler || !options_.cache) {
     return absl::FailedPreconditionError("no I/O scheduler to read segments through");
   }
-  const size_t n = rows.size(), code_size = model.CodeSize(), dim = model.dim;
-  std::vector<uint32_t> assign(n);
-  std::vector<uint8_t> codes(n * code_size);
-  const size_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
-  std::atomic<size_t> finished{0};
   SetProgress("assigning", 0);
-  SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) -> absl::Status {
-    const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, n - begin);
-    const float* v = rows.vectors.data() + begin * dim;
-    SHOAL_RETURN_IF_ERROR(core::AssignToCentroids(model, v, count, assign.data() + begin));
-    SHOAL_RETURN_IF_ERROR(core::EncodeVectors(model, v, count, codes.data() + begin * code_size));
-    const size_t done = finished.fetch_add(1) + 1;
-    if (done % std::max<size_t>(1, tasks / 10) == 0) {
-      SetProgress("assigning", uint32_t(100 * done / tasks));
-    }
-    return absl::OkStatus();
-  }));
-  SetProgress("writing", 0);
   const uint64_t id = next_segment_id_++;
   const std::string dir = SegmentDir(dir_, id);
   (void)fs_->RemoveAll(dir);  // leftovers of a build that crashed before its manifest
   // No manifest names the directory yet: a failed write leaves nothing behind.
-  if (absl::Status s = WriteSegment(fs_, dir, model, rows, assign, codes); !s.ok()) {
+  const absl::Status written = rows.Write(
+      cpu, model, dir, [this](const char* phase, uint32_t pct) { SetProgress(phase, pct); });
+  if (!written.ok()) {
     (void)fs_->RemoveAll(dir);
-    return IoFailure(absl::StrCat("writing segment ", dir), s);
+    return IoFailure(absl::StrCat("writing segment ", dir), written);
   }
   auto segment = Segment::Open(fs_, dir, id, options_.scheduler, options_.cache);
   if (!segment.ok()) (void)fs_->RemoveAll(dir);
@@ -263,15 +265,18 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
     maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
     SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
     const auto frozen_state = state();
-    SegmentRows rows;
-    SHOAL_RETURN_IF_ERROR(CollectRows(*frozen_state, true, true, &rows));
-    if (rows.size() == 0) return std::string("the collection is empty; nothing to build");
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
+                           GatherRows(*frozen_state, true, true));
+    const uint64_t n = rows->rows();
+    if (n == 0) return std::string("the collection is empty; nothing to build");
     const Clock::time_point train_start = Clock::now();
-    SHOAL_ASSIGN_OR_RETURN(core::IvfModel model, Train(cpu, rows));
+    SHOAL_ASSIGN_OR_RETURN(core::IvfModel model, Train(cpu, *rows));
     const double train_s = SecondsSince(train_start);
-    SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment, WriteAndOpenSegment(cpu, model, rows));
+    SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
+                           WriteAndOpenSegment(cpu, model, *rows));
+    rows.reset();  // the spill files go before the install
     CollectionManifest next = *manifest();
-    next.segments = {{segment->id(), cut.seq, rows.size()}};
+    next.segments = {{segment->id(), cut.seq, n}};
     next.tombstones.clear();
     next.write_seq = cut.seq;
     next.first_wal_seq = cut.new_wal_seq;
@@ -282,10 +287,11 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
     return absl::StrFormat(
         "built %s over %d vectors: nlist %d, 1 segment (%.1f MiB); trained in %.1f s, %.1f s in "
         "all",
-        EncodingName(model.encoding), rows.size(), model.nlist(),
-        double(segment->disk_bytes()) / (1 << 20), train_s, SecondsSince(start));
+        EncodingName(model.encoding), n, model.nlist(), double(segment->disk_bytes()) / (1 << 20),
+        train_s, SecondsSince(start));
   }();
   SetProgress(nullptr, 0);
+  ReturnMemory();
   if (result.ok()) core::Logger("collection")->info("{}: {}", name_, *result);
   return result;
 }
@@ -300,11 +306,6 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
   absl::MutexLock lock(&maintenance_mu_);
   SHOAL_RETURN_IF_ERROR(CheckOpenForMaintenance());
   const auto before = state();
-  if (before->segments.empty()) {
-    return absl::StrCat(
-        "every acknowledged write is already durable in the WAL; collection '", name_,
-        "' has no IVF index yet, so its vectors stay in the memtable (run BuildIndex)");
-  }
   if (before->active->live_count() == 0 && before->frozen.empty()) {
     return std::string("the memtable is empty; nothing to flush");
   }
@@ -313,20 +314,28 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
     SetProgress("freezing", 0);
     SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
     const auto frozen_state = state();
-    SegmentRows rows;
-    SHOAL_RETURN_IF_ERROR(CollectRows(*frozen_state, false, true, &rows));
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
+                           GatherRows(*frozen_state, false, true));
+    const uint64_t n = rows->rows();
     std::string message;
-    if (rows.size() > 0) {
-      SHOAL_ASSIGN_OR_RETURN(
-          std::shared_ptr<Segment> segment,
-          WriteAndOpenSegment(cpu, *frozen_state->segments.back()->model(), rows));
+    if (n > 0) {
+      // Encoded with the newest IVF model; a collection without one (FLAT, or IVF never
+      // built) gets an exact segment.
+      const auto& segments = frozen_state->segments;
+      const core::IvfModel model = segments.empty() || segments.back()->model()->exact
+                                       ? ExactModelFor(dim_, metric_, n)
+                                       : *segments.back()->model();
+      SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
+                             WriteAndOpenSegment(cpu, model, *rows));
+      rows.reset();
       CollectionManifest next = *manifest();
-      next.segments.push_back({segment->id(), cut.seq, rows.size()});
+      next.segments.push_back({segment->id(), cut.seq, n});
       next.tombstones = tombstones_->UpTo(cut.seq);
       next.write_seq = cut.seq;
       next.first_wal_seq = cut.new_wal_seq;
       SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, {}, frozen_state->frozen.size()));
-      message = absl::StrCat("flushed ", rows.size(), " vectors into segment ", segment->id());
+      message = absl::StrCat("flushed ", n, " vectors into ", model.exact ? "exact " : "",
+                             "segment ", segment->id());
     }
     if (state()->segments.size() > kMaxSegments) {
       SHOAL_ASSIGN_OR_RETURN(std::string merged, Merge(cpu));
@@ -335,6 +344,7 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
     return message.empty() ? std::string("nothing live to flush") : message;
   }();
   SetProgress(nullptr, 0);
+  ReturnMemory();
   if (result.ok()) core::Logger("collection")->info("{}: {}", name_, *result);
   return result;
 }
@@ -344,19 +354,21 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
 absl::StatusOr<std::string> Collection::Merge(core::Executor& cpu) {
   SetProgress("merging", 0);
   const auto current = state();
-  SegmentRows rows;
-  SHOAL_RETURN_IF_ERROR(CollectRows(*current, true, false, &rows));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows, GatherRows(*current, true, false));
+  const uint64_t n = rows->rows();
   const uint64_t seq = current->segment_seqs.back();
-  SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
-                         WriteAndOpenSegment(cpu, *current->segments.back()->model(), rows));
+  const core::IvfModel& newest = *current->segments.back()->model();
+  const core::IvfModel model = newest.exact ? ExactModelFor(dim_, metric_, n) : newest;
+  SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment, WriteAndOpenSegment(cpu, model, *rows));
+  rows.reset();
   CollectionManifest next = *manifest();
-  next.segments = {{segment->id(), seq, rows.size()}};
+  next.segments = {{segment->id(), seq, n}};
   next.tombstones.clear();
   SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, current->segments, 0));
   tombstones_->DropUpTo(seq);
   segment_dead_ = 0;
   return absl::StrCat("merged ", current->segments.size(), " segments into segment ", segment->id(),
-                      " (", rows.size(), " live vectors)");
+                      " (", n, " live vectors)");
 }
 
 }  // namespace shoal::storage

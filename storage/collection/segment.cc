@@ -26,6 +26,23 @@ bool StoppedByAnotherQuery(const absl::Status& status, const core::PartitionFetc
 }
 }  // namespace
 
+uint64_t CachedBytes(uint64_t length) { return AlignUp(std::max<uint64_t>(length, 1)); }
+
+PartitionBytes Holdable(ReadResult read) {
+  // A read lands in a pooled power-of-two buffer, or in one coalesced buffer shared with its
+  // neighbours (up to io.max_request_bytes): holding it would keep up to twice the bytes, or
+  // every neighbour's. The cache keeps an exact copy instead, CachedBytes() long.
+  const uint64_t held = CachedBytes(read.size);
+  if (read.buffer && read.buffer->capacity() <= held) {
+    return PartitionBytes{read.buffer, read.data, read.size};
+  }
+  auto copy = std::make_shared<AlignedBuffer>(held);
+  if (!*copy) return PartitionBytes{read.buffer, read.data, read.size};  // keep the original
+  std::memcpy(copy->data(), read.data, read.size);
+  const char* data = copy->data();
+  return PartitionBytes{std::shared_ptr<const void>(std::move(copy)), data, read.size};
+}
+
 Segment::Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
                  PartitionCache* cache)
     : dir_(std::move(dir)),
@@ -159,18 +176,30 @@ absl::StatusOr<StoredPoint> Segment::ReadPoint(uint64_t id, bool include_vector)
 absl::Status Segment::ForEachRow(
     const std::function<void(uint64_t, const float*, const std::string&)>& fn) const {
   static const std::string kNone;
-  std::vector<float> vector(meta_.model.dim);
-  std::vector<uint64_t> ids;
+  // Rows of a partition are read in runs of kRowsPerRead (their vectors are contiguous in
+  // lists.dat or raw.dat), so memory stays bounded whatever the partition's size.
+  constexpr uint32_t kRowsPerRead = 1024;
+  const size_t dim = meta_.model.dim, vector_bytes = dim * sizeof(float);
+  std::vector<float> vectors(kRowsPerRead * dim);
+  std::vector<uint64_t> ids(kRowsPerRead);
   for (uint32_t p = 0; p < meta_.nlist(); ++p) {
     const PartitionExtent& e = meta_.partitions[p];
-    ids.resize(e.count);
-    SHOAL_ASSIGN_OR_RETURN(
-        size_t got, lists_->Read(e.offset, e.count * 8, reinterpret_cast<char*>(ids.data())));
-    if (got != e.count * 8) return absl::DataLossError(absl::StrCat(dir_, ": short read"));
-    for (uint32_t r = 0; r < e.count; ++r) {
-      SHOAL_RETURN_IF_ERROR(ReadVector(p, r, vector.data()));
-      auto a = attributes_.find(ids[r]);
-      fn(ids[r], vector.data(), a == attributes_.end() ? kNone : a->second);
+    for (uint32_t r0 = 0; r0 < e.count; r0 += kRowsPerRead) {
+      const uint32_t n = uint32_t(std::min<uint64_t>(kRowsPerRead, e.count - r0));
+      SHOAL_ASSIGN_OR_RETURN(size_t got, lists_->Read(e.offset + uint64_t(r0) * 8, n * 8,
+                                                      reinterpret_cast<char*>(ids.data())));
+      if (got != n * 8) return absl::DataLossError(absl::StrCat(dir_, ": short read"));
+      const uint64_t offset = RawLocation(p, r0).second;
+      const RandomAccessFile* f = raw_ ? raw_.get() : lists_.get();
+      SHOAL_ASSIGN_OR_RETURN(
+          got, f->Read(offset, n * vector_bytes, reinterpret_cast<char*>(vectors.data())));
+      if (got != n * vector_bytes) {
+        return absl::DataLossError(absl::StrCat(dir_, ": short vector read"));
+      }
+      for (uint32_t r = 0; r < n; ++r) {
+        auto a = attributes_.find(ids[r]);
+        fn(ids[r], vectors.data() + r * dim, a == attributes_.end() ? kNone : a->second);
+      }
     }
   }
   return absl::OkStatus();
@@ -224,11 +253,11 @@ void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, in
                           if (!r.ok()) return std::move(loaded)(r.status());
                           timing->queue_us = r->queue_us;
                           timing->io_us = r->kernel_us;
-                          std::move(loaded)(PartitionBytes{r->buffer, r->data, r->size});
+                          std::move(loaded)(Holdable(*std::move(r)));
                         });
   };
-  cache_->Get(PartitionKey{cache_id_, partition}, e.length, PartitionCache::Admission::kIfRoom,
-              std::move(loader),
+  cache_->Get(PartitionKey{cache_id_, partition}, CachedBytes(e.length),
+              PartitionCache::Admission::kIfRoom, std::move(loader),
               [self = shared_from_this(), partition, fetch, timing, to_data, length = e.length,
                attempt, done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
                 if (handle.status().code() == absl::StatusCode::kResourceExhausted) {

@@ -35,6 +35,14 @@
 
 namespace shoal::storage {
 
+// What the cache is charged for a partition of `length` bytes: the exact buffer it holds,
+// rounded up to the 4 KiB O_DIRECT alignment.
+uint64_t CachedBytes(uint64_t length);
+// The bytes of a finished read as the cache should hold them: the read's own buffer when it is
+// no larger than CachedBytes(size), else a CachedBytes(size) copy (the pooled or coalesced
+// buffer then goes back to the I/O pool).
+PartitionBytes Holdable(ReadResult read);
+
 class Segment final : public core::PartitionSource, public std::enable_shared_from_this<Segment> {
  public:
   // REQUIRES: scheduler and cache outlive the Segment.

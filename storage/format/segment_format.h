@@ -2,7 +2,7 @@
 // query and to find, verify and decode each partition of seg-<id>/lists.dat.
 //
 //   "SHOALIVF" fixed32 version
-//   varint dim, uint8 metric, uint8 encoding, varint nlist, varint num_vectors
+//   varint dim, uint8 metric, uint8 encoding, [v2: uint8 flags], varint nlist, varint num_vectors
 //   floats centroids[nlist * dim]
 //   encoding params: SQ8 -> floats vmin[dim], vdiff[dim];
 //                    PQ  -> varint m, varint nbits, floats codebooks[m * 2^nbits * dim/m]
@@ -13,6 +13,9 @@
 // O_DIRECT): `count` fixed64 ids, then `count` codes of CodeSize() bytes. (DESIGN.md has codes
 // first; ids first keeps them 8-byte aligned in the read buffer whatever the code size.)
 // raw.dat (SQ8/PQ only) holds the float32 vectors in the same partition and row order.
+//
+// Version 2 adds the flags byte (bit 0: an exact segment, IvfModel::exact). Version 1 files
+// (no flags: IVF) are still read; new files are written as version 2.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -28,7 +31,8 @@
 namespace shoal::storage {
 
 inline constexpr std::string_view kIvfMetaMagic = "SHOALIVF";
-inline constexpr uint32_t kIvfMetaVersion = 1;
+inline constexpr uint32_t kIvfMetaVersion = 2;
+inline constexpr uint8_t kIvfMetaFlagExact = 1;
 
 using core::VectorEncoding;
 

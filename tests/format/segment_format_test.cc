@@ -1,6 +1,8 @@
 #include "storage/format/segment_format.h"
 
 #include "gtest/gtest.h"
+#include "storage/format/coding.h"
+#include "storage/format/crc32c.h"
 
 namespace shoal::storage {
 namespace {
@@ -76,6 +78,40 @@ TEST(SegmentFormat, InconsistentExtentsAreDataLoss) {
   m = Meta(VectorEncoding::kFlat);
   m.partitions[0].length += 1;
   EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(m)).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace shoal::storage
+
+namespace shoal::storage {
+namespace {
+
+TEST(SegmentFormat, AnExactSegmentKeepsItsFlagAndOnlyFlatCodesMayBeExact) {
+  IvfMeta m = Meta(VectorEncoding::kFlat);
+  m.model.exact = true;
+  auto back = DecodeIvfMeta(EncodeIvfMeta(m));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->model.exact);
+  EXPECT_FALSE(DecodeIvfMeta(EncodeIvfMeta(Meta(VectorEncoding::kFlat)))->model.exact);
+  IvfMeta sq = Meta(VectorEncoding::kSq8);
+  sq.model.exact = true;
+  EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(sq)).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(SegmentFormat, VersionOneFilesWithoutFlagsAreStillRead) {
+  // Version 1 is version 2 without the flags byte after the encoding.
+  std::string v2 = EncodeIvfMeta(Meta(VectorEncoding::kSq8));
+  std::string v1 = v2.substr(0, v2.size() - 4);
+  const size_t flags_at = kIvfMetaMagic.size() + 4 + 1 + 2;  // version, varint dim 8, two bytes
+  ASSERT_EQ(v1[flags_at], 0);
+  v1.erase(flags_at, 1);
+  v1[kIvfMetaMagic.size()] = 1;
+  PutFixed32(&v1, MaskCrc(Crc32c(v1)));
+  auto back = DecodeIvfMeta(v1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->model.exact);
+  EXPECT_EQ(back->model.encoding, VectorEncoding::kSq8);
+  EXPECT_EQ(back->nlist(), 3u);
 }
 
 }  // namespace

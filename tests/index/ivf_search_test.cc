@@ -160,6 +160,33 @@ TEST(IvfSearch, FlatSegmentProbingEveryPartitionIsExact) {
   }
 }
 
+TEST(IvfSearch, AnExactSegmentIsScannedWholeWhateverNprobe) {
+  const Data data(3000, 24, 1);
+  TbbExecutor executor(2);
+  // Clustered partitions, but marked exact: nprobe 1 must still scan all 16.
+  auto model = std::make_shared<IvfModel>(*Train(data, 16, VectorEncoding::kFlat));
+  auto segment =
+      std::make_shared<InMemorySegment>(model, data.vectors.data(), data.ids.data(), data.n);
+  model->exact = true;
+  auto source = std::make_shared<FakePartitionSource>(segment, Mode::kInline);
+  const auto queries = data.Queries(8, 2);
+  auto results = RunSync(executor, Request(data, queries, 8, {source->Ref(source)}, 1));
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (size_t q = 0; q < 8; ++q) {
+    EXPECT_EQ(Ids((*results)[q]), Exact(data, &queries[q * data.dim], 10, Metric::kL2));
+    EXPECT_EQ((*results)[q].stats.vectors_scanned, data.n);
+  }
+}
+
+TEST(IvfModel, AnExactModelHasFlatCodesAndZeroCentroids) {
+  const IvfModel m = MakeExactModel(8, Metric::kInnerProduct, 5);
+  EXPECT_TRUE(m.exact);
+  EXPECT_EQ(m.nlist(), 5u);
+  EXPECT_EQ(m.encoding, VectorEncoding::kFlat);
+  EXPECT_EQ(m.CodeSize(), 32u);
+  EXPECT_EQ(MakeExactModel(8, Metric::kL2, 0).nlist(), 1u);
+}
+
 TEST(IvfSearch, QuantizedSegmentsWithRefineFindTheTrueNeighbours) {
   const Data data(4000, 32, 3);
   TbbExecutor executor(2);

@@ -110,7 +110,12 @@ TEST_F(ServerTest, EveryRpcRoundTrips) {
   EXPECT_THAT(*built, HasSubstr("INDEX_FLAT"));
   auto flushed = client_->Flush("docs");
   ASSERT_TRUE(flushed.ok());
-  EXPECT_THAT(*flushed, HasSubstr("durable"));
+  // A FLAT collection flushes into an exact segment; searches stay exact.
+  EXPECT_THAT(*flushed, HasSubstr("into exact segment"));
+  EXPECT_EQ(client_->DescribeCollection("docs")->num_segments, 1u);
+  result = client_->Search("docs", {0.9f, 0, 0, 0}, {.k = 1});
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->hits[0].id, 1u);
 
   ASSERT_TRUE(client_->DropCollection("docs").ok());
   EXPECT_TRUE(client_->ListCollections()->empty());

@@ -23,6 +23,7 @@ TEST(Config, DefaultsAreDocumented) {
   EXPECT_EQ(c->config.grpc_addr, "127.0.0.1:7700");
   EXPECT_EQ(c->config.http_addr, "127.0.0.1:7701");
   EXPECT_GE(c->config.EffectiveCpuThreads(), 1);
+  EXPECT_EQ(c->config.build_memory_bytes, 256 << 20);
   const std::string printed = PrintConfig(c->config);
   EXPECT_THAT(printed, ::testing::HasSubstr("grpc_addr: \"127.0.0.1:7700\""));
   EXPECT_THAT(printed, ::testing::HasSubstr("threads: 0"));
@@ -58,6 +59,9 @@ TEST(Config, BadValuesNameTheField) {
   EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("demo.enabled"));
   c = Load({"--config", "/does/not/exist.yaml"});
   ASSERT_FALSE(c.ok());
+  c = Load({"--build-memory-bytes", "1000"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("build.memory_bytes"));
   c = Load({"--max-message-bytes", "10"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("max_message_bytes"));

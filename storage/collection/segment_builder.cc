@@ -1,0 +1,352 @@
+#include "storage/collection/segment_builder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status.h"
+#include "core/exec/run_and_wait.h"
+#include "storage/collection/segment_writer.h"
+#include "storage/format/coding.h"
+#include "storage/format/crc32c.h"
+#include "storage/format/segment_format.h"
+
+namespace shoal::storage {
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+// Rows per arena task: FAISS's assignment scratch grows with it (256 x 1024 floats, 1 MiB).
+// Chunks are whole multiples of it, so every task covers the same global rows whatever the
+// budget, and BLAS sees the same batches: the same budget-independent assignment.
+constexpr size_t kRowsPerTask = 256;
+
+uint64_t AlignUp4k(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+absl::Status ReadExactly(const RandomAccessFile& file, uint64_t offset, size_t n, char* out) {
+  SHOAL_ASSIGN_OR_RETURN(size_t got, file.Read(offset, n, out));
+  if (got != n) return absl::DataLossError("build spill file: short read");
+  return absl::OkStatus();
+}
+
+absl::Status SyncAndClose(WritableFile* file) {
+  SHOAL_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
+}
+
+}  // namespace
+
+BuildMemoryPlan BuildMemoryPlan::For(uint64_t budget_bytes, uint32_t dim) {
+  BuildMemoryPlan plan;
+  const uint64_t budget = std::max<uint64_t>(budget_bytes, 64 << 10);
+  const uint64_t row_bytes = 8 + uint64_t(dim) * sizeof(float);
+  plan.spill_buffer_bytes = size_t(std::clamp<uint64_t>(budget / 64, 4 << 10, 1 << 20));
+  plan.chunk_rows =
+      size_t(std::max<uint64_t>(1, budget / 8 / row_bytes / kRowsPerTask)) * kRowsPerTask;
+  plan.group_bytes = budget / 2;
+  plan.max_sample_rows = size_t(std::max<uint64_t>(256, budget / 2 / (uint64_t(dim) * 4)));
+  return plan;
+}
+
+// An append-only spill file with a write buffer; readable once finished.
+struct SegmentBuilder::Spill {
+  std::string path;
+  std::unique_ptr<WritableFile> out;
+  std::string buffer;
+  size_t buffer_limit = 0;
+  std::unique_ptr<RandomAccessFile> in;
+
+  absl::Status Append(const void* data, size_t n) {
+    buffer.append(static_cast<const char*>(data), n);
+    if (buffer.size() < buffer_limit) return absl::OkStatus();
+    return Drain();
+  }
+  absl::Status Drain() {
+    SHOAL_RETURN_IF_ERROR(out->Append(buffer));
+    buffer.clear();
+    return absl::OkStatus();
+  }
+  absl::Status Finish(FileSystem* fs) {
+    SHOAL_RETURN_IF_ERROR(Drain());
+    std::string().swap(buffer);
+    SHOAL_RETURN_IF_ERROR(out->Close());
+    out.reset();
+    SHOAL_ASSIGN_OR_RETURN(in, fs->NewRandomAccessFile(path));
+    return absl::OkStatus();
+  }
+};
+
+// Where each partition goes in lists.dat and raw.dat.
+struct SegmentBuilder::Layout {
+  std::vector<PartitionExtent> extents;  // offset, length, count (crc filled by WriteGroup)
+  std::vector<uint64_t> raw_row_start;   // per partition
+  uint64_t lists_bytes = 0;              // with padding
+};
+
+SegmentBuilder::SegmentBuilder(FileSystem* fs, std::string tmp_dir, uint32_t dim,
+                               BuildMemoryPlan plan)
+    : fs_(fs), tmp_dir_(std::move(tmp_dir)), dim_(dim), plan_(plan) {}
+
+SegmentBuilder::~SegmentBuilder() {
+  ids_.reset();
+  vectors_.reset();
+  attrs_.reset();
+  (void)fs_->RemoveAll(tmp_dir_);
+}
+
+absl::StatusOr<std::unique_ptr<SegmentBuilder>> SegmentBuilder::Create(FileSystem* fs,
+                                                                       std::string tmp_dir,
+                                                                       uint32_t dim,
+                                                                       uint64_t memory_bytes) {
+  (void)fs->RemoveAll(tmp_dir);  // a crashed build's leftovers
+  SHOAL_RETURN_IF_ERROR(fs->CreateDirs(tmp_dir));
+  std::unique_ptr<SegmentBuilder> b(
+      new SegmentBuilder(fs, tmp_dir, dim, BuildMemoryPlan::For(memory_bytes, dim)));
+  for (auto [spill, name] : {std::pair{&b->ids_, "ids.tmp"}, std::pair{&b->vectors_, "vectors.tmp"},
+                             std::pair{&b->attrs_, "attrs.tmp"}}) {
+    *spill = std::make_unique<Spill>();
+    (*spill)->path = JoinPath(tmp_dir, name);
+    (*spill)->buffer_limit = b->plan_.spill_buffer_bytes;
+    SHOAL_ASSIGN_OR_RETURN((*spill)->out, fs->NewAppendableFile((*spill)->path));
+  }
+  return b;
+}
+
+absl::Status SegmentBuilder::Add(uint64_t id, const float* vector, std::string_view attributes) {
+  SHOAL_RETURN_IF_ERROR(ids_->Append(&id, sizeof(id)));
+  SHOAL_RETURN_IF_ERROR(vectors_->Append(vector, size_t(dim_) * sizeof(float)));
+  if (!attributes.empty()) {
+    std::string entry;
+    PutFixed64(&entry, id);
+    PutBytes(&entry, attributes);
+    SHOAL_RETURN_IF_ERROR(attrs_->Append(entry.data(), entry.size()));
+    ++num_attrs_;
+  }
+  ++rows_;
+  return absl::OkStatus();
+}
+
+absl::Status SegmentBuilder::FinishInput() {
+  for (Spill* s : {ids_.get(), vectors_.get(), attrs_.get()}) SHOAL_RETURN_IF_ERROR(s->Finish(fs_));
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status SegmentBuilder::Scan(
+    const std::function<absl::Status(uint64_t, size_t, const uint64_t*, const float*)>& fn) const {
+  if (!finished_) return absl::FailedPreconditionError("SegmentBuilder: input not finished");
+  std::vector<uint64_t> ids(std::min<uint64_t>(plan_.chunk_rows, rows_));
+  std::vector<float> vectors(ids.size() * dim_);
+  const size_t row_bytes = size_t(dim_) * sizeof(float);
+  for (uint64_t first = 0; first < rows_; first += ids.size()) {
+    const size_t n = size_t(std::min<uint64_t>(ids.size(), rows_ - first));
+    SHOAL_RETURN_IF_ERROR(
+        ReadExactly(*ids_->in, first * 8, n * 8, reinterpret_cast<char*>(ids.data())));
+    SHOAL_RETURN_IF_ERROR(ReadExactly(*vectors_->in, first * row_bytes, n * row_bytes,
+                                      reinterpret_cast<char*>(vectors.data())));
+    SHOAL_RETURN_IF_ERROR(fn(first, n, ids.data(), vectors.data()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> SegmentBuilder::Sample(size_t max_rows, uint64_t seed) const {
+  const uint64_t want = std::min<uint64_t>({max_rows, plan_.max_sample_rows, rows_});
+  std::vector<float> sample;
+  sample.reserve(want * dim_);
+  // Selection sampling (Knuth's algorithm S): each row is taken with probability
+  // (still needed) / (still left), so exactly `want` rows, in spill order, one pass.
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  uint64_t taken = 0;
+  SHOAL_RETURN_IF_ERROR(Scan([&](uint64_t first, size_t n, const uint64_t*, const float* v) {
+    for (size_t i = 0; i < n && taken < want; ++i) {
+      const uint64_t left = rows_ - (first + i);
+      if (double(left) * uniform(rng) < double(want - taken)) {
+        sample.insert(sample.end(), v + i * dim_, v + (i + 1) * dim_);
+        ++taken;
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return sample;
+}
+
+absl::Status SegmentBuilder::AssignPass(core::Executor& cpu, const core::IvfModel& model,
+                                        std::vector<uint64_t>* counts, const Progress& progress) {
+  const size_t nlist = model.nlist();
+  counts->assign(nlist, 0);
+  Spill assign;
+  assign.path = JoinPath(tmp_dir_, "assign.tmp");
+  assign.buffer_limit = plan_.spill_buffer_bytes;
+  SHOAL_ASSIGN_OR_RETURN(assign.out, fs_->NewAppendableFile(assign.path));
+  std::vector<uint32_t> chunk_assign;
+  SHOAL_RETURN_IF_ERROR(Scan([&](uint64_t first, size_t n, const uint64_t*, const float* v) {
+    chunk_assign.resize(n);
+    if (model.exact) {
+      for (size_t i = 0; i < n; ++i) chunk_assign[i] = uint32_t((first + i) * nlist / rows_);
+    } else {
+      const size_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
+      SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) {
+        const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, n - begin);
+        return core::AssignToCentroids(model, v + begin * dim_, count, chunk_assign.data() + begin);
+      }));
+    }
+    for (uint32_t p : chunk_assign) ++(*counts)[p];
+    if (progress) progress("assigning", uint32_t(100 * (first + n) / rows_));
+    return assign.Append(chunk_assign.data(), n * sizeof(uint32_t));
+  }));
+  return assign.Finish(fs_);
+}
+
+absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfModel& model,
+                                        Layout* layout_out, size_t first, size_t end,
+                                        WritableFile* lists, WritableFile* raw) {
+  Layout& layout = *layout_out;
+  const size_t code_size = model.CodeSize(), row_bytes = size_t(dim_) * sizeof(float);
+  const uint64_t base = layout.extents[first].offset;
+  const uint64_t group_end =
+      end < layout.extents.size() ? layout.extents[end].offset : layout.lists_bytes;
+  const uint64_t raw_base = layout.raw_row_start[first];
+  const uint64_t raw_rows =
+      (end < layout.extents.size() ? layout.raw_row_start[end] : rows_) - raw_base;
+  std::string out(group_end - base, '\0');
+  std::string raw_out(raw ? raw_rows * row_bytes : 0, '\0');
+  std::vector<uint64_t> cursor(end - first, 0);
+  SHOAL_ASSIGN_OR_RETURN(auto assign_in,
+                         fs_->NewRandomAccessFile(JoinPath(tmp_dir_, "assign.tmp")));
+  std::vector<uint32_t> assign;
+  std::vector<uint32_t> selected;
+  std::vector<float> vectors;
+  std::vector<uint8_t> codes;
+  SHOAL_RETURN_IF_ERROR(Scan([&](uint64_t row0, size_t n, const uint64_t* ids, const float* v) {
+    assign.resize(n);
+    SHOAL_RETURN_IF_ERROR(
+        ReadExactly(*assign_in, row0 * 4, n * 4, reinterpret_cast<char*>(assign.data())));
+    selected.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      if (assign[i] >= first && assign[i] < end) selected.push_back(i);
+    }
+    if (selected.empty()) return absl::OkStatus();
+    const size_t m = selected.size();
+    vectors.resize(m * dim_);
+    for (size_t j = 0; j < m; ++j) {
+      std::memcpy(vectors.data() + j * dim_, v + size_t(selected[j]) * dim_, row_bytes);
+    }
+    codes.resize(m * code_size);
+    const size_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
+    SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) {
+      const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, m - begin);
+      return core::EncodeVectors(model, vectors.data() + begin * dim_, count,
+                                 codes.data() + begin * code_size);
+    }));
+    for (size_t j = 0; j < m; ++j) {
+      const uint32_t p = assign[selected[j]];
+      const PartitionExtent& e = layout.extents[p];
+      const uint64_t k = cursor[p - first]++;
+      char* part = out.data() + (e.offset - base);
+      std::memcpy(part + k * 8, &ids[selected[j]], 8);
+      std::memcpy(part + e.count * 8 + k * code_size, codes.data() + j * code_size, code_size);
+      if (raw) {
+        const uint64_t row = layout.raw_row_start[p] - raw_base + k;
+        std::memcpy(raw_out.data() + row * row_bytes, vectors.data() + j * dim_, row_bytes);
+      }
+    }
+    return absl::OkStatus();
+  }));
+  for (size_t p = first; p < end; ++p) {
+    if (cursor[p - first] != layout.extents[p].count) {
+      return absl::InternalError("segment build: the spill changed between passes");
+    }
+  }
+  // Checksums on the arena too (I-2): the maintenance thread only moves bytes.
+  SHOAL_RETURN_IF_ERROR(core::RunAndWait(cpu, [&] {
+    for (size_t p = first; p < end; ++p) {
+      PartitionExtent& e = layout.extents[p];
+      e.crc32c = Crc32c(std::string_view(out).substr(e.offset - base, e.length));
+    }
+    return absl::OkStatus();
+  }));
+  SHOAL_RETURN_IF_ERROR(lists->Append(out));
+  if (raw) SHOAL_RETURN_IF_ERROR(raw->Append(raw_out));
+  return absl::OkStatus();
+}
+
+absl::Status SegmentBuilder::WriteAttrs(const std::string& dir) {
+  std::string head(kAttrsMagic);
+  PutFixed32(&head, 1);
+  PutVarint64(&head, num_attrs_);
+  SHOAL_ASSIGN_OR_RETURN(auto file, fs_->NewAppendableFile(JoinPath(dir, "attrs.dat")));
+  SHOAL_RETURN_IF_ERROR(file->Append(head));
+  uint32_t crc = Crc32c(head);
+  const uint64_t size = attrs_->in->size();
+  std::string chunk;
+  for (uint64_t offset = 0; offset < size; offset += chunk.size()) {
+    chunk.resize(size_t(std::min<uint64_t>(plan_.spill_buffer_bytes, size - offset)));
+    SHOAL_RETURN_IF_ERROR(ReadExactly(*attrs_->in, offset, chunk.size(), chunk.data()));
+    crc = Crc32c(chunk, crc);
+    SHOAL_RETURN_IF_ERROR(file->Append(chunk));
+  }
+  std::string tail;
+  PutFixed32(&tail, MaskCrc(crc));
+  SHOAL_RETURN_IF_ERROR(file->Append(tail));
+  return SyncAndClose(file.get());
+}
+
+absl::Status SegmentBuilder::Write(core::Executor& cpu, const core::IvfModel& model,
+                                   const std::string& dir, const Progress& progress) {
+  if (model.dim != dim_ || model.nlist() == 0) {
+    return absl::InvalidArgumentError("SegmentBuilder::Write: a model of another dim");
+  }
+  std::vector<uint64_t> counts;
+  SHOAL_RETURN_IF_ERROR(AssignPass(cpu, model, &counts, progress));
+  const size_t nlist = model.nlist(), code_size = model.CodeSize();
+  Layout layout;
+  uint64_t row = 0;
+  for (size_t p = 0; p < nlist; ++p) {
+    PartitionExtent e;
+    e.offset = layout.lists_bytes;
+    e.count = counts[p];
+    e.length = e.count * (8 + code_size);
+    layout.extents.push_back(e);
+    layout.raw_row_start.push_back(row);
+    row += e.count;
+    layout.lists_bytes += AlignUp4k(e.length);
+  }
+  std::vector<uint64_t>().swap(counts);
+  const bool raw = model.encoding != core::VectorEncoding::kFlat;
+  SHOAL_RETURN_IF_ERROR(fs_->CreateDirs(dir));
+  SHOAL_ASSIGN_OR_RETURN(auto lists, fs_->NewAppendableFile(JoinPath(dir, "lists.dat")));
+  std::unique_ptr<WritableFile> raw_file;
+  if (raw) {
+    SHOAL_ASSIGN_OR_RETURN(raw_file, fs_->NewAppendableFile(JoinPath(dir, "raw.dat")));
+  }
+  const uint64_t raw_row_bytes = raw ? uint64_t(dim_) * sizeof(float) : 0;
+  for (size_t first = 0; first < nlist;) {
+    // The next group: consecutive partitions within group_bytes (at least one).
+    size_t end = first;
+    uint64_t bytes = 0;
+    while (end < nlist) {
+      const uint64_t add =
+          AlignUp4k(layout.extents[end].length) + layout.extents[end].count * raw_row_bytes;
+      if (end > first && bytes + add > plan_.group_bytes) break;
+      bytes += add;
+      ++end;
+    }
+    SHOAL_RETURN_IF_ERROR(WriteGroup(cpu, model, &layout, first, end, lists.get(), raw_file.get()));
+    if (progress) progress("writing", uint32_t(100 * end / nlist));
+    first = end;
+  }
+  SHOAL_RETURN_IF_ERROR(SyncAndClose(lists.get()));
+  if (raw) SHOAL_RETURN_IF_ERROR(SyncAndClose(raw_file.get()));
+  SHOAL_RETURN_IF_ERROR(WriteAttrs(dir));
+  IvfMeta meta;
+  meta.model = model;
+  meta.num_vectors = rows_;
+  meta.partitions = std::move(layout.extents);
+  SHOAL_ASSIGN_OR_RETURN(auto meta_file, fs_->NewAppendableFile(JoinPath(dir, "ivf.meta")));
+  SHOAL_RETURN_IF_ERROR(meta_file->Append(EncodeIvfMeta(meta)));
+  SHOAL_RETURN_IF_ERROR(SyncAndClose(meta_file.get()));
+  return fs_->SyncDir(dir);
+}
+
+}  // namespace shoal::storage

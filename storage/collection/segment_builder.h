@@ -1,0 +1,104 @@
+// SegmentBuilder: writes one segment directory (the layout of segment_writer.h) from any number
+// of rows, with extra memory bounded by a budget (`build.memory_bytes`), not by the row count.
+//
+//   Add()      rows are appended to spill files in a temporary directory: ids.tmp (fixed64),
+//              vectors.tmp (dim float32 each) and attrs.tmp ((fixed64 id, bytes) of the rows
+//              that have attributes). Nothing but a small write buffer stays in memory.
+//   Sample()   a deterministic training sample (selection sampling over the spill, one
+//              sequential scan), at most what half the budget holds.
+//   Write()    1. assign pass: chunks of vectors are assigned to partitions on the CPU arena;
+//                 each row's partition goes to assign.tmp and partition sizes are counted;
+//              2. the partitions are laid out from the counts (lists.dat offsets, raw.dat rows);
+//              3. write pass, group by group: a group is a run of consecutive partitions whose
+//                 bytes fit half the budget; the spill is scanned once per group, the group's
+//                 rows are encoded (arena) and placed, checksummed, and appended to lists.dat
+//                 and raw.dat. Output is partition-major without ever sorting all rows in RAM.
+//              attrs.dat is the spilled attributes behind a header; ivf.meta comes last.
+//
+// Memory: chunk buffers ~1/8 of the budget each (vectors, their selection, codes), the group
+// buffer at most 1/2 (a single partition larger than that is held whole), the sample at most
+// 1/2 (only during training, before any of the others). Exact models (IvfModel::exact) assign
+// row i of n to slice i * nlist / n instead of a centroid.
+//
+// Every file of the segment is fsync'ed, then the directory; the temporary directory is removed
+// by the destructor. Blocking file I/O runs on the calling (maintenance) thread; CPU work runs
+// as tasks on the given executor (I-1, I-2).
+//
+// Thread-safety: not thread-safe; one thread drives a builder.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/exec/executor.h"
+#include "core/index/ivf_model.h"
+#include "storage/io/file_system.h"
+
+namespace shoal::storage {
+
+// How a build splits its memory budget.
+struct BuildMemoryPlan {
+  size_t chunk_rows = 0;          // rows per scan chunk
+  uint64_t group_bytes = 0;       // output bytes per write group (at least one partition)
+  size_t max_sample_rows = 0;     // training vectors at most
+  size_t spill_buffer_bytes = 0;  // write buffer of each spill file
+
+  static BuildMemoryPlan For(uint64_t budget_bytes, uint32_t dim);
+};
+
+class SegmentBuilder {
+ public:
+  using Progress = std::function<void(const char* phase, uint32_t percent)>;
+
+  // Creates `tmp_dir` (removing a leftover one) for the spill files.
+  static absl::StatusOr<std::unique_ptr<SegmentBuilder>> Create(FileSystem* fs, std::string tmp_dir,
+                                                                uint32_t dim,
+                                                                uint64_t memory_bytes);
+  ~SegmentBuilder();
+
+  // REQUIRES: vector has dim floats; FinishInput() not called yet.
+  absl::Status Add(uint64_t id, const float* vector, std::string_view attributes);
+  // Ends the input. REQUIRED before Sample() and Write().
+  absl::Status FinishInput();
+  uint64_t rows() const { return rows_; }
+  const BuildMemoryPlan& plan() const { return plan_; }
+
+  // min(max_rows, plan().max_sample_rows, rows()) vectors, row-major, chosen by `seed` alone
+  // (the same rows and seed give the same sample, whatever the budget's other parts).
+  absl::StatusOr<std::vector<float>> Sample(size_t max_rows, uint64_t seed) const;
+
+  // Writes the segment into `dir` (created). REQUIRES: model.dim == dim. Zero rows make a
+  // segment of empty partitions.
+  absl::Status Write(core::Executor& cpu, const core::IvfModel& model, const std::string& dir,
+                     const Progress& progress);
+
+ private:
+  struct Spill;
+  struct Layout;
+  SegmentBuilder(FileSystem* fs, std::string tmp_dir, uint32_t dim, BuildMemoryPlan plan);
+
+  // Calls fn(first_row, count, ids, vectors) over the spill in chunks of plan_.chunk_rows.
+  absl::Status Scan(
+      const std::function<absl::Status(uint64_t, size_t, const uint64_t*, const float*)>& fn) const;
+  absl::Status AssignPass(core::Executor& cpu, const core::IvfModel& model,
+                          std::vector<uint64_t>* counts, const Progress& progress);
+  absl::Status WriteGroup(core::Executor& cpu, const core::IvfModel& model, Layout* layout,
+                          size_t first, size_t end, WritableFile* lists, WritableFile* raw);
+  absl::Status WriteAttrs(const std::string& dir);
+
+  FileSystem* const fs_;
+  const std::string tmp_dir_;
+  const uint32_t dim_;
+  const BuildMemoryPlan plan_;
+  std::unique_ptr<Spill> ids_, vectors_, attrs_;
+  uint64_t rows_ = 0;
+  uint64_t num_attrs_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace shoal::storage
