@@ -93,6 +93,45 @@ inline Setup() {
   plan[6] = 2; plan[7] = 0; nplan[2] = 2;
   cst[0] = CACHED; cused = 1
 }
+#elif CFG == 5
+/* three requests, one probing three partitions; two slots, a cache that fits one partition */
+#define NREQ 3
+#define NP 3
+#define SLOTS 2
+#define KBATCH 2
+#define BBYTES 2
+#define MAXPIN 3
+#define QD 2
+#define IOB 2
+#define MAXREQB 3
+#define CACHEB 2
+inline Setup() {
+  psize[0] = 1; psize[1] = 3; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 4;
+  plan[0] = 0; plan[1] = 1; plan[2] = 2; nplan[0] = 3;
+  plan[3] = 2; plan[4] = 0; nplan[1] = 2;
+  plan[6] = 1; plan[7] = 2; nplan[2] = 2;
+  cst[2] = CACHED; cused = 1
+}
+#elif CFG == 6
+/* coalescing: r0 probes P2 P0, r1 probes P0 P1; r1's P0 and P1 queue behind r0's read and go
+   in flight as one submission; one arena slot */
+#define NREQ 2
+#define NP 3
+#define SLOTS 1
+#define KBATCH 2
+#define BBYTES 2
+#define MAXPIN 2
+#define QD 1
+#define IOB 2
+#define MAXREQB 2
+#define CACHEB 2
+inline Setup() {
+  psize[0] = 1; psize[1] = 1; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 2;
+  plan[0] = 2; plan[1] = 0; nplan[0] = 2;
+  plan[3] = 0; plan[4] = 1; nplan[1] = 2
+}
 #endif
 
 #define MAXT SLOTS

@@ -1,9 +1,9 @@
 /*
  * Shoal's query / I/O / task protocol as a Promela model (see tests/model/README.md).
  *
- * Every transition names the C++ function it mirrors in a tag of the form
- *   @mirrors Class::Method path/to/file.cc
- * and tests/model/check_names.sh fails if one of them no longer exists in the code.
+ * Every transition names the C++ function it mirrors in a tag: the word @mirrors, then
+ * Class::Function, then the file. tests/model/check_names.sh (run by make model-check) fails
+ * if one of them no longer exists in the code.
  *
  * Build switches (cpp, via spin -D...):
  *   CFG=n                   configuration (config.pml)
@@ -74,7 +74,10 @@ bool sub_st[NSUB];
 byte sub_len[NSUB];
 byte nsub, iob, forced;      /* submissions in flight, bytes in flight, forced sub + 1 (0 none) */
 byte qinfl[NREQ];            /* in_flight_per_query_ */
-bool forced_seen;            /* ghost: the over-budget rule fired at least once */
+/* ghosts: which paths a run reached (make model-check asserts each is reachable, -DCOVER) */
+bool forced_seen, direct_seen, coalesced_seen, evicted_seen, retry_seen, hit_seen, attach_seen;
+bool batch2_seen, tasks2_seen, expired_seen, cancelq_seen;
+bool failed_retry_seen;      /* a request that already failed re-fetches (see README) */
 
 /* ---- TbbExecutor arena queue ---- */
 #define T_ROUTE 0
@@ -144,13 +147,13 @@ inline MakeRoom(need) {
      od;
      if
      :: xbest == NONE -> xok = 0; break   /* everything left is pinned or loading */
-     :: else -> cst[xbest] = ABSENT; cused = cused - psize[xbest]   /* EvictOneLocked */
+     :: else -> cst[xbest] = ABSENT; cused = cused - psize[xbest]; evicted_seen = 1   /* EvictOneLocked */
      fi
   od;
   xk = 0; xbest = 0
 }
 
-/* @mirrors PartitionHandle::~PartitionHandle storage/cache/partition_cache.cc -> Unpin */
+/* ~PartitionHandle: @mirrors PartitionCache::Unpin storage/cache/partition_cache.cc */
 inline Unpin(ri) {
   if
   :: ipin[ri] == PIN_CACHE ->
@@ -198,7 +201,8 @@ inline Dispatch() {
   do
   :: ys < NRD ->
      if
-     :: rd_st[ys] == QUEUED && expired[rd_own[ys]] -> rd_st[ys] = ANSWERED; wl_push(E_RANS_STOP * 32 + ys)
+     :: rd_st[ys] == QUEUED && expired[rd_own[ys]] ->
+        rd_st[ys] = ANSWERED; wl_push(E_RANS_STOP * 32 + ys); expired_seen = 1
      :: else -> skip
      fi;
      ys++
@@ -229,7 +233,7 @@ inline Dispatch() {
      :: else -> break
      od;
      if
-     :: nsub < QD && iob + psize[rd_p[xbest]] <= IOB ->   /* IoPolicy::MayStart */
+     :: nsub < QD && iob + psize[rd_p[xbest]] <= IOB ->   /* @mirrors IoPolicy::MayStart storage/sched/io_policy.cc */
         assert(xe < NSUB);
         /* @mirrors IoPolicy::Coalesce storage/sched/io_policy.cc: adjacent queued ranges of the
            file, offset order, within max_request_bytes and the bytes budget */
@@ -252,7 +256,7 @@ inline Dispatch() {
                     :: xnew - poff[rd_p[xbest]] > MAXREQB -> xstop = 1
                     :: iob + (xnew - poff[rd_p[xbest]]) > IOB -> xstop = 1
                     :: else ->
-                       xend = xnew;
+                       xend = xnew; coalesced_seen = 1;
                        rd_st[ys] = FLYING; rd_sub[ys] = xe; qinfl[rd_own[ys]]++
                     fi
                  fi
@@ -340,7 +344,8 @@ inline CancelQuery(r) {
   do
   :: xi < NRD ->
      if
-     :: rd_st[xi] == QUEUED && rd_own[xi] == r -> rd_st[xi] = ANSWERED; wl_push(E_RANS_STOP * 32 + xi); xok = 1
+     :: rd_st[xi] == QUEUED && rd_own[xi] == r ->
+        rd_st[xi] = ANSWERED; wl_push(E_RANS_STOP * 32 + xi); xok = 1; cancelq_seen = 1
      :: else -> skip
      fi;
      xi++
@@ -361,8 +366,8 @@ inline FetchAttempt(r, i) {
   xp = plan[RI(r, i)];
   if
   :: TOKEN_BAD(r) -> OnFetched(r, i, 0, PIN_NONE)
-  :: !TOKEN_BAD(r) && cst[xp] == LOADING -> cwait[xp] = cwait[xp] | (1 << RI(r, i))
-  :: !TOKEN_BAD(r) && cst[xp] == CACHED -> cpins[xp]++; OnFetched(r, i, 1, PIN_CACHE)
+  :: !TOKEN_BAD(r) && cst[xp] == LOADING -> cwait[xp] = cwait[xp] | (1 << RI(r, i)); attach_seen = 1
+  :: !TOKEN_BAD(r) && cst[xp] == CACHED -> cpins[xp]++; hit_seen = 1; OnFetched(r, i, 1, PIN_CACHE)
   :: !TOKEN_BAD(r) && cst[xp] == ABSENT ->
      MakeRoom(psize[xp]);
      if
@@ -370,6 +375,7 @@ inline FetchAttempt(r, i) {
         cst[xp] = LOADING; cused = cused + psize[xp]; cwait[xp] = (1 << RI(r, i));
         Read(LOAD, r, xp, i)   /* Segment::ReadPartition through the loader */
      :: else ->
+        direct_seen = 1;
         Read(DIRECT, r, xp, i)   /* Segment::ReadPartition, RESOURCE_EXHAUSTED path */
      fi
   fi;
@@ -399,7 +405,8 @@ inline OnLoaded(p, how) {
      :: xj < NRI ->
         if
         :: (cwait[p] & (1 << xj)) && how == E_RANS_STOP && !TOKEN_BAD(xj / NI) ->
-           wl_push(E_FETCH * 32 + xj)   /* retry with a read of its own */
+           wl_push(E_FETCH * 32 + xj); retry_seen = 1;   /* retry with a read of its own */
+           failed_retry_seen = failed_retry_seen || failed[xj / NI]
         :: (cwait[p] & (1 << xj)) && !(how == E_RANS_STOP && !TOKEN_BAD(xj / NI)) ->
            OnFetched(xj / NI, xj % NI, 0, PIN_NONE)
         :: else -> skip
@@ -473,7 +480,8 @@ inline Progress(r) {
         :: nrq[r] > 0 && nact[r] + xtasks < MAXT && xtasks < nrq[r] -> xtasks++
         :: else -> break
         od;
-        nact[r] = nact[r] + xtasks
+        nact[r] = nact[r] + xtasks;
+        tasks2_seen = tasks2_seen || nact[r] > 1
      :: else -> issuing[r]++
      fi;
      xstage = 0;
@@ -537,7 +545,11 @@ inline CheckInvariants() {
      yr++
   :: else -> break
   od;
-  yr = 0; xk = 0; xe = 0; xi = 0
+  yr = 0; xk = 0; xe = 0; xi = 0;
+#ifdef COVER
+  assert(!(COVER))   /* a coverage run: make model-check requires this to fail */
+#endif
+  skip
 }
 
 /* Runs what the current thread still owes before its step ends: read answers and fetches it
@@ -708,6 +720,7 @@ end_idle:
           od;
           xi = 0; xk = 0;
           printf("MSC: task Scan r%d takes %d partitions\n", r, cnt);
+          batch2_seen = batch2_seen || cnt > 1;
           CheckInvariants()
        fi
      }
@@ -801,17 +814,25 @@ inline Complete(s, how) {
 }
 
 active proctype IoDevice() {
+  byte s, how;
 end_io:
   do
-  :: d_step { sub_st[0] -> Complete(0, E_RANS_OK) }
-  :: d_step { sub_st[1] -> Complete(1, E_RANS_OK) }
+  :: atomic {
+     if   /* which submission completes (any order), and how */
+     :: sub_st[0] -> s = 0
+     :: sub_st[1] -> s = 1
 #if NSUB > 2
-  :: d_step { sub_st[2] -> Complete(2, E_RANS_OK) }
+     :: sub_st[2] -> s = 2
 #endif
+     fi;
+     if
+     :: how = E_RANS_OK
 #if IOERR
-  :: d_step { sub_st[0] -> Complete(0, E_RANS_IOERR) }
-  :: d_step { sub_st[1] -> Complete(1, E_RANS_IOERR) }
+     :: how = E_RANS_IOERR
 #endif
+     fi;
+     d_step { Complete(s, how); s = 0; how = 0 }
+     }
   od
 }
 
@@ -826,39 +847,34 @@ active proctype Admin() {
 /* Deadlines pass in arrival order (one timeout for all); the client or gRPC's deadline cancels
    the token at any time. @mirrors CancelToken::Cancel core/base/cancel.h */
 active proctype Canceller() {
-  byte r;
+  byte r, c;
 end_cancel:
   do
   :: d_step {
        r < NREQ && !expired[r] ->
-       expired[r] = 1;
-       printf("MSC: r%d's deadline passes\n", r);   /* Check() now fails; queued reads expire at the next Dispatch */
+       expired[r] = 1;   /* Check() now fails; queued reads expire at the next Dispatch */
+       printf("MSC: r%d's deadline passes\n", r);
        r++
      }
-  :: d_step {
-       !cancelled[0] -> cancelled[0] = 1;
-       if
-       :: arrived[0] && !answered[0] ->   /* @mirrors IvfSearchJob::Abort core/index/ivf_search.cc */
-          FailLocked(0); pp = pp | 1; Settle()
-       :: else -> skip
-       fi
-     }
-  :: d_step {
-       !cancelled[1] -> cancelled[1] = 1;
-       if
-       :: arrived[1] && !answered[1] -> FailLocked(1); pp = pp | 2; Settle()
-       :: else -> skip
-       fi
-     }
+  :: atomic {
+     if   /* which request's token is cancelled */
+     :: !cancelled[0] -> c = 0
+     :: !cancelled[1] -> c = 1
 #if NREQ > 2
-  :: d_step {
-       !cancelled[2] -> cancelled[2] = 1;
-       if
-       :: arrived[2] && !answered[2] -> FailLocked(2); pp = pp | 4; Settle()
-       :: else -> skip
-       fi
-     }
+     :: !cancelled[2] -> c = 2
 #endif
+     fi;
+     d_step {
+       cancelled[c] = 1;
+       printf("MSC: r%d is cancelled\n", c);
+       if
+       :: arrived[c] && !answered[c] ->   /* @mirrors IvfSearchJob::Abort core/index/ivf_search.cc */
+          FailLocked(c); pp = pp | (1 << c); Settle()
+       :: else -> skip
+       fi;
+       c = 0
+     }
+     }
   od
 }
 #endif
