@@ -3,7 +3,7 @@
 #
 #   real model, safety   (deadlines, cancellation and I/O errors on)   must pass
 #   real model, liveness (<> every request answered, -a -f)            must pass
-#   seeded bugs                                                        must fail, for their reason
+#   seeded bugs (a task that waits; no over-budget read)              must fail, for their reason
 #   coverage: each interesting path is reachable (assert !reached)     must fail
 #
 # Exits non-zero if any run does otherwise. Prints one line per run (states, depth, memory,
@@ -91,14 +91,15 @@ for c in 1 2 3 4 5 6; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLI
 echo "== seeded bugs: must fail"
 verify "seeded-blocking-task-cfg1" invalid-end safety -DCFG=1 -DDEADLINES=0 -DSEEDED_BLOCKING_TASK
 verify "seeded-no-overbudget-cfg1" acceptance liveness -DCFG=1 -DDEADLINES=0 -DSEEDED_NO_OVERBUDGET
+verify "seeded-wait-in-task-cfg1" d_step-blocks safety -DCFG=1 -DDEADLINES=0 -DSEEDED_WAIT_IN_TASK
 echo "== coverage: each path is reached (assert !reached must fail)"
 MODEL_TRAILS=0
-for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen failed_retry_seen \
+for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen \
   hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen; do
   cfg=2
   case $cover in
     forced_seen | attach_seen) cfg=1 ;;
-    coalesced_seen | retry_seen | failed_retry_seen | expired_seen | cancelq_seen | batch2_seen) cfg=6 ;;
+    coalesced_seen | retry_seen | expired_seen | cancelq_seen | batch2_seen) cfg=6 ;;
   esac
   verify "cover-$cover-cfg$cfg" assertion safety -DCFG=$cfg -DDEADLINES=1 -DIOERR=1 -DCOVER=$cover
 done

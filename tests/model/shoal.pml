@@ -12,6 +12,8 @@
  *   SEEDED_BLOCKING_TASK    the seed's bug: a scan task waits inside the arena for the next
  *                           ready partition (Lance's blocking_recv in spawn_cpu)
  *   SEEDED_NO_OVERBUDGET    IoPolicy::Dispatch without the oldest query's over-budget read
+ *   SEEDED_WAIT_IN_TASK     the seed's wait written inside a task's d_step: spin must report
+ *                           "block in d_step" (the check behind "no arena task ever waits")
  */
 
 /* cache entry states (used by config.pml's Setup) */
@@ -269,9 +271,10 @@ inline Dispatch() {
         :: else -> break
         od;
         sub_len[xe] = xend - poff[rd_p[xbest]];
-        printf("MSC: dispatch: read of P%d (+coalesced) goes in flight, %d bytes\n", rd_p[xbest], sub_len[xe])
+        printf("MSC: dispatch: read of P%d (+ adjacent) goes in flight, size %d\n", rd_p[xbest], sub_len[xe])
      :: else ->
 #ifdef SEEDED_NO_OVERBUDGET
+        printf("MSC: dispatch: r%d's read of P%d is over the budget and waits\n", rd_own[xbest], rd_p[xbest]);
         break
 #else
         /* Over budget: the oldest query with queued reads and nothing in flight gets its next
@@ -747,7 +750,11 @@ end_idle:
         d_step {
           /* Scan, after the batch is taken: check cancellation before each partition, scan,
              unpin as soon as scanned, merge under the lock, then Progress. */
-          sok = 1;
+          sok = 1;   /* never blocks: a d_step's first statement must be executable */
+#ifdef SEEDED_WAIT_IN_TASK
+          /* the same wait written inside the task body: spin's "block in d_step" check */
+          (scanned[r] + cnt >= nitems[r] || nrq[r] > 0);
+#endif
           xi = 0;
           do
           :: xi < NI ->
