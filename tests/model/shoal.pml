@@ -544,6 +544,7 @@ inline CheckInvariants() {
      :: else -> break
      od;
      assert(pinned[yr] == xk);
+     assert(nact[yr] <= MAXT);   /* scan tasks queued or running: at most concurrency() */
      assert(pinned[yr] <= MAXPIN || xe == 1);
      yr++
   :: else -> break
