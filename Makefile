@@ -11,9 +11,9 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench bench-quick
+.PHONY: bench-io bench bench-quick image image-test
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
-	format clean help model-check
+	format clean help python model-check
 
 all: build
 
@@ -22,13 +22,17 @@ help:
 	@echo "make test       every test under release, asan and tsan builds + fuzzing (what CI runs)"
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
+	@echo "make python     the Python SDK (package shoal) into build/python (PYTHONPATH=build/python)"
 	@echo "make model-check  spin: exhaustive check of the query/I/O/arena protocol (tests/model)"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
+	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
+	@echo "make image      container image localhost/shoal:latest (podman, reuses the host's ccache)"
+	@echo "make image-test build the image and test it for real (deploy/test-image.sh; root)"
 
 deps:
 	@tools/install-deps
@@ -42,11 +46,16 @@ endef
 build: deps
 	$(call build_preset,release)
 
+# The Python SDK: sources from client/python, stubs generated from proto/ (not committed).
+python: deps
+	/usr/bin/python3 client/python/build_stubs.py build/python
+
 run: build
 	@echo
-	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784)."
+	@echo "shoald is starting with the demo collection 'fmnist' (Fashion-MNIST, 60000 x 784);"
+	@echo "the first start loads it and builds its IVF index (progress in the log)."
 	@echo "Once the log says the demo collection is ready, in another terminal try:"
-	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 10"
+	@echo "  build/bin/shoalctl search fmnist --query-file /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz -k 5 --stats"
 	@echo "  build/bin/shoalctl describe fmnist"
 	@echo "  curl -s localhost:7701/metrics | head"
 	@echo "Stop with Ctrl-C (graceful shutdown)."
@@ -100,6 +109,11 @@ test-fuzz fuzz: deps
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
 
+# docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
+.PHONY: docs
+docs: build
+	build/bin/shoald --print-config --markdown > docs/configuration.md
+
 # shoal-bench (bench/README.md; not part of make test, a smoke run of it is).
 # bench: the standard suite, under 15 minutes on 2 cores from a fresh clone.
 BENCH_DATE := $(shell date -u +%F)
@@ -126,8 +140,16 @@ coverage: deps
 	  --print-summary --txt build/coverage/coverage.txt
 	@cat build/coverage/coverage.txt | tail -25
 
+# Container image (Dockerfile, deploy/). The build mounts the host's ccache at /ccache with the
+# same CCACHE_BASEDIR convention as above, so right after `make build` it compiles little.
+image:
+	deploy/build-image.sh
+
+image-test:
+	deploy/test-image.sh
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf build/release build/debug build/asan build/tsan build/coverage build/bin
+	rm -rf build/release build/debug build/asan build/tsan build/coverage build/bin build/python

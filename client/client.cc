@@ -2,158 +2,18 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <random>
-#include <thread>
 
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "shoal/v1/shoal.grpc.pb.h"
+#include "client/client_impl.h"
+#include "client/convert.h"
 
 namespace shoal {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-v1::Metric ToProto(Metric m) {
-  switch (m) {
-    case Metric::kInnerProduct:
-      return v1::METRIC_INNER_PRODUCT;
-    case Metric::kCosine:
-      return v1::METRIC_COSINE;
-    case Metric::kL2:
-      break;
-  }
-  return v1::METRIC_L2;
-}
-
-Metric FromProto(v1::Metric m) {
-  if (m == v1::METRIC_INNER_PRODUCT) return Metric::kInnerProduct;
-  if (m == v1::METRIC_COSINE) return Metric::kCosine;
-  return Metric::kL2;
-}
-
-IndexType FromProto(v1::IndexType t) {
-  switch (t) {
-    case v1::INDEX_IVF_FLAT:
-      return IndexType::kIvfFlat;
-    case v1::INDEX_IVF_SQ8:
-      return IndexType::kIvfSq8;
-    case v1::INDEX_IVF_PQ:
-      return IndexType::kIvfPq;
-    default:
-      return IndexType::kFlat;
-  }
-}
-
-v1::IndexType ToProto(IndexType t) {
-  switch (t) {
-    case IndexType::kIvfFlat:
-      return v1::INDEX_IVF_FLAT;
-    case IndexType::kIvfSq8:
-      return v1::INDEX_IVF_SQ8;
-    case IndexType::kIvfPq:
-      return v1::INDEX_IVF_PQ;
-    case IndexType::kFlat:
-      break;
-  }
-  return v1::INDEX_FLAT;
-}
-
-void ToProto(const Attributes& attrs, google::protobuf::Map<std::string, v1::Value>* out) {
-  for (const auto& [key, value] : attrs) {
-    v1::Value& v = (*out)[key];
-    if (const auto* i = std::get_if<int64_t>(&value)) v.set_int_value(*i);
-    if (const auto* d = std::get_if<double>(&value)) v.set_double_value(*d);
-    if (const auto* s = std::get_if<std::string>(&value)) v.set_string_value(*s);
-    if (const auto* b = std::get_if<bool>(&value)) v.set_bool_value(*b);
-  }
-}
-
-Attributes FromProto(const google::protobuf::Map<std::string, v1::Value>& attrs) {
-  Attributes out;
-  for (const auto& [key, v] : attrs) {
-    switch (v.kind_case()) {
-      case v1::Value::kIntValue:
-        out[key] = int64_t(v.int_value());
-        break;
-      case v1::Value::kDoubleValue:
-        out[key] = v.double_value();
-        break;
-      case v1::Value::kStringValue:
-        out[key] = v.string_value();
-        break;
-      case v1::Value::kBoolValue:
-        out[key] = v.bool_value();
-        break;
-      case v1::Value::KIND_NOT_SET:
-        break;
-    }
-  }
-  return out;
-}
-
-void ToProto(const Point& p, v1::Point* out) {
-  out->set_id(p.id);
-  out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
-  ToProto(p.attributes, out->mutable_attributes());
-}
-
-CollectionInfo FromProto(const v1::CollectionInfo& in) {
-  CollectionInfo out;
-  out.name = in.name();
-  out.dim = in.dim();
-  out.metric = FromProto(in.metric());
-  out.index = {FromProto(in.index().type()), in.index().nlist(), in.index().pq_m(),
-               in.index().default_nprobe()};
-  out.num_vectors = in.num_vectors();
-  out.num_indexed = in.num_indexed();
-  out.num_segments = in.num_segments();
-  switch (in.index_state()) {
-    case v1::INDEX_STATE_BUILDING:
-      out.index_state = "building";
-      break;
-    case v1::INDEX_STATE_READY:
-      out.index_state = "ready";
-      break;
-    case v1::INDEX_STATE_BROKEN:
-      out.index_state = "broken";
-      break;
-    default:
-      out.index_state = "none";
-  }
-  out.disk_bytes = in.disk_bytes();
-  out.error = in.error();
-  return out;
-}
-
-SearchResult FromProto(const v1::SearchResult& in) {
-  SearchResult out;
-  if (in.hits_size() == 0) {  // packed_results without per-hit data
-    out.hits.reserve(in.ids_size());
-    for (int i = 0; i < in.ids_size() && i < in.distances_size(); ++i) {
-      out.hits.push_back(Hit{.id = in.ids(i), .distance = in.distances(i)});
-    }
-  }
-  for (const v1::SearchHit& h : in.hits()) {
-    Hit hit;
-    hit.id = h.id();
-    hit.distance = h.distance();
-    hit.vector.assign(h.vector().begin(), h.vector().end());
-    hit.attributes = FromProto(h.attributes());
-    out.hits.push_back(std::move(hit));
-  }
-  const v1::QueryStats& s = in.stats();
-  out.stats = {s.partitions_probed(),
-               s.partitions_cached(),
-               s.bytes_read(),
-               s.vectors_scanned(),
-               s.queue_us(),
-               s.io_us(),
-               s.cpu_us()};
-  return out;
-}
+using client_internal::FromGrpc;
+using client_internal::FromProto;
+using client_internal::ToProto;
 
 class StreamWriter final : public UpsertWriter {
  public:
@@ -193,47 +53,62 @@ class StreamWriter final : public UpsertWriter {
 // DescribeCollection meanwhile.
 constexpr std::chrono::milliseconds kMaintenanceTimeout = std::chrono::hours(2);
 
-struct Client::Impl {
-  ClientOptions options;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Shoal::Stub> stub;
-  std::unique_ptr<grpc::health::v1::Health::Stub> health;
-
-  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
-    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
-    if (!options.api_key.empty()) ctx->AddMetadata("authorization", "Bearer " + options.api_key);
-  }
-
-  // Runs `rpc` with a fresh context per attempt, retrying UNAVAILABLE with jittered backoff.
-  template <typename Rpc>
-  absl::Status Call(Rpc&& rpc, std::chrono::milliseconds timeout = {}) const {
-    auto backoff = options.initial_backoff;
-    thread_local std::mt19937 rng{std::random_device{}()};
-    for (int attempt = 0;; ++attempt) {
-      grpc::ClientContext ctx;
-      Prepare(&ctx, timeout.count() ? timeout : options.timeout);
-      grpc::Status s = rpc(&ctx);
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options.max_retries) {
-        return FromGrpc(s);
-      }
-      std::uniform_int_distribution<int64_t> jitter(backoff.count() / 2, backoff.count());
-      std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
-      backoff *= 2;
-    }
-  }
-};
-
-Client::Client(const std::string& target, ClientOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
+Client::Impl::Impl(const std::string& target, ClientOptions opts) : options(std::move(opts)) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
-  args.SetMaxSendMessageSize(impl_->options.max_message_bytes);
-  impl_->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  impl_->stub = v1::Shoal::NewStub(impl_->channel);
-  impl_->health = grpc::health::v1::Health::NewStub(impl_->channel);
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  const KeepaliveOptions& keepalive = options.keepalive;
+  if (keepalive.time.count() > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, int(keepalive.time.count()));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, int(keepalive.timeout.count()));
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, keepalive.permit_without_calls ? 1 : 0);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // long quiet streams keep pinging
+  }
+  channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  stub = v1::Shoal::NewStub(channel);
+  health = grpc::health::v1::Health::NewStub(channel);
 }
 
-Client::~Client() = default;
+void Client::Impl::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!options.api_key.empty()) ctx->AddMetadata("authorization", "Bearer " + options.api_key);
+}
+
+bool Client::Impl::ShouldRetry(grpc::StatusCode code, int attempt, Idempotency idempotency) const {
+  return code == grpc::StatusCode::UNAVAILABLE && idempotency == Idempotency::kIdempotent &&
+         attempt < options.retry.max_retries;
+}
+
+std::chrono::milliseconds Client::Impl::Backoff(int attempt) const {
+  const RetryPolicy& p = options.retry;
+  double ms = double(p.initial_backoff.count());
+  for (int i = 0; i < attempt && ms < double(p.max_backoff.count()); ++i) ms *= p.multiplier;
+  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(int64_t(ms), p.max_backoff.count()));
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<int64_t> jitter(cap / 2, cap);
+  return std::chrono::milliseconds(jitter(rng));
+}
+
+void Client::Impl::BeginAsync() {
+  absl::MutexLock l(&mu_);
+  ++outstanding_;
+}
+
+void Client::Impl::EndAsync() {
+  absl::MutexLock l(&mu_);
+  --outstanding_;
+}
+
+void Client::Impl::WaitForAsyncCalls() {
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &outstanding_));
+}
+
+Client::Client(const std::string& target, ClientOptions options)
+    : impl_(std::make_unique<Impl>(target, std::move(options))) {}
+
+Client::~Client() { impl_->WaitForAsyncCalls(); }
 
 absl::Status Client::CreateCollection(const CollectionSpec& spec) {
   v1::CreateCollectionRequest req;
@@ -246,23 +121,26 @@ absl::Status Client::CreateCollection(const CollectionSpec& spec) {
   index->set_pq_m(spec.index.pq_m);
   index->set_default_nprobe(spec.index.default_nprobe);
   v1::CreateCollectionResponse resp;
-  return impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->CreateCollection(ctx, req, &resp); });
+  return impl_->Call(Idempotency::kNotIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->CreateCollection(ctx, req, &resp);
+  });
 }
 
 absl::Status Client::DropCollection(const std::string& name) {
   v1::DropCollectionRequest req;
   req.set_name(name);
   v1::DropCollectionResponse resp;
-  return impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->DropCollection(ctx, req, &resp); });
+  return impl_->Call(Idempotency::kNotIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->DropCollection(ctx, req, &resp);
+  });
 }
 
 absl::StatusOr<std::vector<CollectionInfo>> Client::ListCollections() {
   v1::ListCollectionsRequest req;
   v1::ListCollectionsResponse resp;
-  absl::Status s = impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->ListCollections(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->ListCollections(ctx, req, &resp);
+  });
   if (!s.ok()) return s;
   std::vector<CollectionInfo> out;
   for (const auto& c : resp.collections()) out.push_back(FromProto(c));
@@ -273,8 +151,9 @@ absl::StatusOr<CollectionInfo> Client::DescribeCollection(const std::string& nam
   v1::DescribeCollectionRequest req;
   req.set_name(name);
   v1::CollectionInfo resp;
-  absl::Status s = impl_->Call(
-      [&](grpc::ClientContext* ctx) { return impl_->stub->DescribeCollection(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->DescribeCollection(ctx, req, &resp);
+  });
   if (!s.ok()) return s;
   return FromProto(resp);
 }
@@ -285,8 +164,9 @@ absl::StatusOr<uint64_t> Client::Upsert(const std::string& collection,
   req.set_collection(collection);
   for (const Point& p : points) ToProto(p, req.add_points());
   v1::UpsertResponse resp;
-  absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Upsert(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->Upsert(ctx, req, &resp);
+  });
   if (!s.ok()) return s;
   return resp.upserted();
 }
@@ -305,8 +185,9 @@ absl::StatusOr<uint64_t> Client::Delete(const std::string& collection,
   req.set_collection(collection);
   req.mutable_ids()->Assign(ids.begin(), ids.end());
   v1::DeleteResponse resp;
-  absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Delete(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->Delete(ctx, req, &resp);
+  });
   if (!s.ok()) return s;
   return resp.deleted();
 }
@@ -319,8 +200,9 @@ absl::StatusOr<std::vector<Point>> Client::Get(const std::string& collection,
   req.mutable_ids()->Assign(ids.begin(), ids.end());
   req.set_include_vectors(include_vectors);
   v1::GetResponse resp;
-  absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Get(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->Get(ctx, req, &resp);
+  });
   if (!s.ok()) return s;
   std::vector<Point> out;
   for (const v1::Point& p : resp.points()) {
@@ -341,22 +223,14 @@ absl::StatusOr<SearchResult> Client::Search(const std::string& collection,
 absl::StatusOr<std::vector<SearchResult>> Client::SearchBatch(
     const std::string& collection, const std::vector<std::vector<float>>& queries,
     const SearchOptions& options) {
-  v1::SearchRequest req;
-  req.set_collection(collection);
-  for (const auto& q : queries) req.add_queries()->mutable_values()->Assign(q.begin(), q.end());
-  req.set_k(options.k);
-  req.set_nprobe(options.nprobe);
-  req.set_refine_factor(options.refine_factor);
-  req.set_include_vectors(options.include_vectors);
-  req.set_include_attributes(options.include_attributes);
-  req.set_packed_results(true);  // smaller on the wire; hits still come for per-hit data
+  const v1::SearchRequest req =
+      client_internal::MakeSearchRequest(collection, queries, 0, queries.size(), options);
   v1::SearchResponse resp;
-  absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Search(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->Search(ctx, req, &resp);
+  });
   if (!s.ok()) return s;
-  std::vector<SearchResult> out;
-  for (const auto& r : resp.results()) out.push_back(FromProto(r));
-  return out;
+  return FromProto(resp, queries.size());
 }
 
 absl::StatusOr<std::string> Client::BuildIndex(const std::string& collection) {
@@ -364,6 +238,7 @@ absl::StatusOr<std::string> Client::BuildIndex(const std::string& collection) {
   req.set_collection(collection);
   v1::BuildIndexResponse resp;
   absl::Status s = impl_->Call(
+      Idempotency::kNotIdempotent,
       [&](grpc::ClientContext* ctx) { return impl_->stub->BuildIndex(ctx, req, &resp); },
       kMaintenanceTimeout);
   if (!s.ok()) return s;
@@ -374,9 +249,10 @@ absl::StatusOr<std::string> Client::Flush(const std::string& collection) {
   v1::FlushRequest req;
   req.set_collection(collection);
   v1::FlushResponse resp;
-  absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->stub->Flush(ctx, req, &resp); },
-                  kMaintenanceTimeout);
+  absl::Status s = impl_->Call(
+      Idempotency::kIdempotent,
+      [&](grpc::ClientContext* ctx) { return impl_->stub->Flush(ctx, req, &resp); },
+      kMaintenanceTimeout);
   if (!s.ok()) return s;
   return resp.message();
 }
@@ -385,8 +261,9 @@ absl::StatusOr<HealthStatus> Client::Health(const std::string& collection) {
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(collection.empty() ? "" : "shoal.v1.Shoal/" + collection);
   grpc::health::v1::HealthCheckResponse resp;
-  absl::Status s =
-      impl_->Call([&](grpc::ClientContext* ctx) { return impl_->health->Check(ctx, req, &resp); });
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->health->Check(ctx, req, &resp);
+  });
   if (absl::IsNotFound(s)) return HealthStatus::kServiceUnknown;
   if (!s.ok()) return s;
   switch (resp.status()) {

@@ -1,18 +1,33 @@
-// shoal::Client: the C++ SDK for shoald.
+// shoal::Client: the C++ SDK for shoald. Installed as <shoal/client.h>; an outside project
+// uses it with find_package(shoal CONFIG) and target_link_libraries(app shoal::client).
 //
 //   shoal::Client c("localhost:7700");
-//   auto result = c.Search("fmnist", query, {.k = 10, .nprobe = 16});
+//   auto result = c.Search("fmnist", query, {.k = 10, .nprobe = 16});       // blocking
+//   c.SearchAsync("fmnist", query, {.k = 10}, [](absl::StatusOr<shoal::SearchResult> r) {...});
+//   std::future<absl::StatusOr<shoal::SearchResult>> f = c.SearchAsync("fmnist", query);
+//   auto all = c.SearchMany("fmnist", queries, {.k = 10}, {.batch = 100, .in_flight = 4});
 //
-// Every call carries a deadline (ClientOptions::timeout unless given) and is retried with
-// exponential backoff when the server answers UNAVAILABLE (every Shoal RPC is idempotent:
-// upserts are keyed by id). Errors come back as absl::Status with the server's code and
-// message. No protobuf type appears in this header.
+// Every call carries a deadline (ClientOptions::timeout unless given). Idempotent calls
+// (searches, reads, upserts — keyed by id —, deletes, flushes, health) are retried with
+// jittered exponential backoff when the server answers UNAVAILABLE (RetryPolicy). Create,
+// Drop and BuildIndex are NOT idempotent and never retried: after UNAVAILABLE the caller cannot
+// know whether the server acted (a repeated Create would answer ALREADY_EXISTS for a
+// collection this caller made, a repeated BuildIndex would build twice). Errors come back as
+// absl::Status with the server's code and message. No protobuf type appears in this header.
+//
+// Asynchronous calls run on gRPC's callback API: no thread of the caller waits. Their
+// callbacks run on a gRPC thread and must not block (hand long work to your own executor).
+// ~Client waits for the asynchronous calls it started to finish (each has a deadline), so a
+// callback never outlives its Client; a callback must therefore not destroy its Client.
 //
 // Thread-safety: a Client is thread-safe and meant to be shared; an UpsertWriter is not.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,7 +68,9 @@ struct CollectionInfo {
   uint32_t num_segments = 0;
   std::string index_state;  // "none", "building", "ready", "broken"
   uint64_t disk_bytes = 0;
-  std::string error;  // when "broken": why it did not open, naming the file
+  std::string error;           // when "broken": why it did not open, naming the file
+  std::string build_phase;     // while "building": "training", "assigning", "writing", ...
+  uint32_t build_percent = 0;  // progress of build_phase, 0..100
 };
 
 struct Point {
@@ -94,13 +111,41 @@ struct SearchResult {
 
 enum class HealthStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 
-struct ClientOptions {
-  std::chrono::milliseconds timeout{30000};  // deadline of each call
-  int max_retries = 3;                       // on UNAVAILABLE only
+// How idempotent calls are retried after UNAVAILABLE: attempt n+1 waits a random time in
+// [b/2, b] with b = min(initial_backoff * multiplier^n, max_backoff).
+struct RetryPolicy {
+  int max_retries = 3;  // 0 = never retry
   std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  double multiplier = 2.0;
+};
+
+// HTTP/2 keepalive pings, so a connection through a NAT or load balancer that silently drops
+// idle flows is noticed before the next call hangs on it. shoald accepts pings every 10 s or
+// slower; a shorter `time` makes it close the connection (GOAWAY too_many_pings).
+struct KeepaliveOptions {
+  std::chrono::milliseconds time{60000};     // ping after this long without traffic; 0 = off
+  std::chrono::milliseconds timeout{20000};  // the connection is dead without an ack by then
+  bool permit_without_calls = false;         // also ping while no call is active
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds timeout{30000};  // default deadline of each call (and attempt)
+  RetryPolicy retry;
+  KeepaliveOptions keepalive;
   std::string api_key;  // sent as "authorization: Bearer <key>" when set
   int max_message_bytes = 64 << 20;
 };
+
+// How SearchMany splits its queries: `batch` queries per request, at most `in_flight`
+// requests outstanding at once.
+struct SearchManyOptions {
+  size_t batch = 100;
+  size_t in_flight = 4;
+};
+
+using SearchCallback = std::function<void(absl::StatusOr<SearchResult>)>;
+using SearchBatchCallback = std::function<void(absl::StatusOr<std::vector<SearchResult>>)>;
 
 // Streams points into one collection (UpsertStream); durable when Finish() returns OK.
 class UpsertWriter {
@@ -119,6 +164,7 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Not idempotent: never retried.
   absl::Status CreateCollection(const CollectionSpec& spec);
   absl::Status DropCollection(const std::string& name);
   absl::StatusOr<std::vector<CollectionInfo>> ListCollections();
@@ -141,15 +187,35 @@ class Client {
       const std::string& collection, const std::vector<std::vector<float>>& queries,
       const SearchOptions& options = {});
 
+  // Asynchronous Search: returns at once; `done` runs exactly once, on a gRPC thread.
+  void SearchAsync(const std::string& collection, const std::vector<float>& query,
+                   const SearchOptions& options, SearchCallback done);
+  std::future<absl::StatusOr<SearchResult>> SearchAsync(const std::string& collection,
+                                                        const std::vector<float>& query,
+                                                        const SearchOptions& options = {});
+  // Asynchronous SearchBatch: one request, one result per query, in order.
+  void SearchBatchAsync(const std::string& collection,
+                        const std::vector<std::vector<float>>& queries,
+                        const SearchOptions& options, SearchBatchCallback done);
+
+  // A large query set: split into requests of `many.batch` queries with at most
+  // `many.in_flight` outstanding; one result per query, in query order. The first failed
+  // request's status is the answer (no further request starts; those in flight finish).
+  absl::StatusOr<std::vector<SearchResult>> SearchMany(
+      const std::string& collection, const std::vector<std::vector<float>>& queries,
+      const SearchOptions& options = {}, const SearchManyOptions& many = {});
+
+  // Not idempotent: never retried.
   absl::StatusOr<std::string> BuildIndex(const std::string& collection);
   absl::StatusOr<std::string> Flush(const std::string& collection);
 
   // grpc.health.v1 Check: "" for the whole server, a collection name for that collection.
   absl::StatusOr<HealthStatus> Health(const std::string& collection = "");
 
+  struct Impl;  // opaque: the channel, stubs and retry loop (not installed)
+
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;  // REQUIRES: outlives every asynchronous call (see ~Client)
 };
 
 std::string MetricName(Metric metric);

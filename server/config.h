@@ -1,6 +1,7 @@
 // Config: shoald's settings. Sources, later ones win: built-in defaults, the YAML file
 // (--config or SHOAL_CONFIG), SHOAL_* environment variables, command-line flags.
-// `shoald --print-config` prints the effective values as YAML with every field's default.
+// `shoald --print-config` prints the effective values as YAML with every field's default;
+// `shoald --print-config --markdown` the reference docs/configuration.md.
 //
 // Thread-safety: a Config is a plain value; load it once at start-up.
 #pragma once
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/container_limits.h"
 
 namespace shoal::server {
 
@@ -24,7 +26,8 @@ struct Config {
   int64_t max_message_bytes = 64 << 20;
   // When set, every RPC must carry `authorization: Bearer <api_key>`. Default: empty (off).
   std::string api_key;
-  // CPU reservation for search (threads in the arena). 0 = cores - 1, at least 1. Default: 0.
+  // CPU reservation for search (threads in the arena). 0 = usable CPUs - 1, at least 1, where
+  // usable = min(cgroup CPU quota, affinity mask) (server/container_limits.h). Default: 0.
   int cpu_threads = 0;
   // Search requests running or queued at once; past it: RESOURCE_EXHAUSTED. Default: 256.
   int max_inflight_searches = 256;
@@ -70,7 +73,8 @@ struct Config {
   int64_t io_max_request_bytes = 16ll << 20;
   // Read segment files with O_DIRECT where the filesystem allows it. Default: true.
   bool io_direct = true;
-  // Partition cache budget in bytes; 0 = 25% of physical memory. Default: 0.
+  // Partition cache budget in bytes; 0 = 25% of the cgroup memory limit, or of physical memory
+  // when there is none. Default: 0.
   int64_t cache_bytes = 0;
   // What one request may make the server hold (DESIGN I-9), estimated from its fields before
   // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
@@ -83,6 +87,10 @@ struct Config {
   // RESOURCE_EXHAUSTED (retry with backoff). Default: 1 GiB.
   int64_t max_inflight_request_bytes = 1ll << 30;
 
+  // cpu_threads and cache_bytes with 0 resolved against the container's limits and the
+  // machine, with where each value came from (reads /proc and /sys/fs/cgroup).
+  Sizing EffectiveSizing() const;
+
   // cache_bytes with 0 resolved against the machine.
   int64_t EffectiveCacheBytes() const;
 
@@ -93,6 +101,7 @@ struct Config {
 struct LoadedConfig {
   Config config;
   bool print_config = false;
+  bool markdown = false;  // --print-config --markdown: docs/configuration.md
 };
 
 // Parses flags (argv), the environment and the YAML file. INVALID_ARGUMENT names the field.
@@ -100,5 +109,10 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv);
 
 // The effective config as commented YAML.
 std::string PrintConfig(const Config& config);
+
+// docs/configuration.md: every setting's key, environment variable, flag, default and meaning,
+// from the same table the loader uses (defaults only, so the output does not depend on the
+// machine or the environment). `make docs` regenerates the file; config_doc_test compares.
+std::string ConfigMarkdown();
 
 }  // namespace shoal::server

@@ -89,6 +89,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       {"shoal_io_errors_total", "Reads that failed"},
       {"shoal_io_cancelled_total", "Reads cancelled by their query"},
       {"shoal_io_expired_total", "Reads dropped because their deadline passed"},
+      {"shoal_io_read_seconds_total",
+       "Kernel time of the reads issued, submission to completion, summed (mean latency = "
+       "rate of this / rate of shoal_io_submissions_total)"},
       {"shoal_cache_hits_total", "Partition cache hits"},
       {"shoal_cache_misses_total", "Partition cache misses (loads started)"},
       {"shoal_cache_evictions_total", "Partitions evicted from the cache"}};
@@ -185,6 +188,7 @@ std::string Metrics::Render(const std::vector<CollectionSample>& collections,
   SetCounter("shoal_io_errors_total", storage.io_errors);
   SetCounter("shoal_io_cancelled_total", storage.io_cancelled);
   SetCounter("shoal_io_expired_total", storage.io_expired);
+  SetCounter("shoal_io_read_seconds_total", storage.io_kernel_seconds);
   SetCounter("shoal_cache_hits_total", storage.cache_hits);
   SetCounter("shoal_cache_misses_total", storage.cache_misses);
   SetCounter("shoal_cache_evictions_total", storage.cache_evictions);

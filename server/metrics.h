@@ -10,7 +10,8 @@
 //   shoal_cpu_arena_threads, shoal_cpu_arena_busy_seconds_total, shoal_cpu_arena_queued_tasks
 //   shoal_io_backend{backend}                  1 for the backend in use (uring or pread)
 //   shoal_io_reads_total, shoal_io_submissions_total, shoal_io_read_bytes_total,
-//   shoal_io_errors_total, shoal_io_cancelled_total, shoal_io_expired_total
+//   shoal_io_errors_total, shoal_io_cancelled_total, shoal_io_expired_total,
+//   shoal_io_read_seconds_total
 //   shoal_cache_hits_total, shoal_cache_misses_total, shoal_cache_evictions_total,
 //   shoal_cache_bytes{state="used"|"pinned"}, shoal_cache_budget_bytes
 //   shoal_simd_level{level}, shoal_build_info{version}
@@ -46,6 +47,7 @@ struct StorageSample {
          io_expired = 0;
   double cache_hits = 0, cache_misses = 0, cache_evictions = 0;
   double cache_used = 0, cache_pinned = 0, cache_budget = 0;
+  double io_kernel_seconds = 0;  // kernel time of every submission, summed
 };
 
 struct ArenaSample {

@@ -101,6 +101,10 @@ absl::Status Server::Start() {
   // gRPC sets SO_REUSEPORT by default: a second shoald would silently share the port and
   // half the requests would reach the wrong data directory. Refuse a taken port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Client keepalive pings (shoal::KeepaliveOptions, default every 60 s) are accepted down to
+  // every 10 s, also between calls; faster ones still get GOAWAY too_many_pings.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.SetMaxReceiveMessageSize(int(config_.max_message_bytes));
   builder.SetMaxSendMessageSize(int(config_.max_message_bytes));
   builder.RegisterService(s.raw_service.get());
@@ -124,10 +128,11 @@ absl::Status Server::Start() {
         const auto io = s.io->stats();
         const auto cache = s.cache->stats();
         StorageSample storage{
-            double(io.reads),         double(io.submissions),     double(io.bytes_read),
-            double(io.errors),        double(io.cancelled),       double(io.expired),
-            double(cache.hits),       double(cache.misses),       double(cache.evictions),
-            double(cache.used_bytes), double(cache.pinned_bytes), double(s.cache->budget())};
+            double(io.reads),          double(io.submissions),     double(io.bytes_read),
+            double(io.errors),         double(io.cancelled),       double(io.expired),
+            double(cache.hits),        double(cache.misses),       double(cache.evictions),
+            double(cache.used_bytes),  double(cache.pinned_bytes), double(s.cache->budget()),
+            double(io.kernel_us) / 1e6};
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }});
@@ -142,9 +147,10 @@ absl::Status Server::Start() {
   for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
   for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
   if (config_.demo) {
-    s.admin->Submit([this, &s] {
+    // A maintenance thread, not an admin one: the demo ends with an index build.
+    s.maintenance->Submit([this, &s] {
       absl::Status loaded = LoadDemoCollection(
-          s.catalog.get(), config_.demo_file,
+          s.catalog.get(), *s.cpu, config_.demo_file,
           [&s](bool serving) { s.service->SetCollectionServing(kDemoCollection, serving); },
           s.stopping);
       if (!loaded.ok()) core::Logger("demo")->error("{}", loaded.ToString());
@@ -186,8 +192,8 @@ void Server::Shutdown() {
     log->debug("gRPC server stopped");
   }
   if (s.cpu) s.cpu->WaitIdle();
-  s.maintenance.reset();  // drains its queue, like the admin one, before the catalog closes
-  s.admin.reset();        // finishes the demo loader (it watches `stopping`)
+  s.maintenance.reset();  // drains its queue (the demo loader watches `stopping`)
+  s.admin.reset();        // likewise, before the catalog closes
   log->debug("executors idle");
   if (s.catalog) {
     absl::Status closed = s.catalog->Close();

@@ -1,4 +1,5 @@
-// shoald: the Shoal server. See `shoald --help` and `shoald --print-config`.
+// shoald: the Shoal server. See `shoald --help`, `shoald --print-config` and
+// docs/configuration.md (`shoald --print-config --markdown`).
 #include <signal.h>
 
 #include <cstdio>
@@ -20,9 +21,10 @@ int main(int argc, char** argv) {
     std::cerr << "shoald: " << loaded.status().message() << "\n";
     return 2;
   }
-  const shoal::server::Config& config = loaded->config;
+  shoal::server::Config config = loaded->config;
   if (loaded->print_config) {
-    std::cout << shoal::server::PrintConfig(config);
+    std::cout << (loaded->markdown ? shoal::server::ConfigMarkdown()
+                                   : shoal::server::PrintConfig(config));
     return 0;
   }
   if (auto s = shoal::core::SetLogLevel(config.log_level); !s.ok()) {
@@ -39,6 +41,21 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   auto log = shoal::core::Logger("server");
+  // Resolved once, here, so the log, the gauges and every pool agree (cgroup-aware: a container
+  // with --cpus 1 gets one arena thread on a 64-core host).
+  const shoal::server::Sizing sizing = config.EffectiveSizing();
+  config.cpu_threads = sizing.cpu_threads;
+  config.cache_bytes = sizing.cache_bytes;
+  log->info("cpu.threads = {} ({})", sizing.cpu_threads, sizing.cpu_source);
+  log->info("cache.bytes = {} ({})", sizing.cache_bytes, sizing.cache_source);
+  for (const std::string* addr : {&config.grpc_addr, &config.http_addr}) {
+    if (config.api_key.empty() && !shoal::server::IsLoopbackAddress(*addr)) {
+      log->warn(
+          "listening on {} (not loopback) without an API key: anyone who reaches it can "
+          "read and write every collection; set SHOAL_API_KEY / --api-key",
+          *addr);
+    }
+  }
   shoal::server::Server server(config);
   if (absl::Status s = server.Start(); !s.ok()) {
     log->error("cannot start: {}", s.ToString());

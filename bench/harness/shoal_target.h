@@ -21,7 +21,7 @@
 
 #include "bench/harness/target.h"
 #include "client/client.h"
-#include "client/local_shoald.h"
+#include "tests/support/local_shoald.h"
 
 namespace shoal::bench {
 

@@ -17,9 +17,10 @@ std::string Duration(double seconds) {
 
 }  // namespace
 
-Progress::Progress(std::string what, std::optional<uint64_t> total)
+Progress::Progress(std::string what, std::optional<uint64_t> total, std::string unit)
     : what_(std::move(what)),
       total_(total),
+      unit_(std::move(unit)),
       tty_(isatty(STDERR_FILENO)),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
@@ -29,15 +30,20 @@ std::string Progress::Line(uint64_t done) const {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? double(done) / elapsed : 0;
   if (!total_ || *total_ == 0) {
-    return absl::StrFormat("%s %d vectors  %.0f vec/s  %s", what_, done, rate, Duration(elapsed));
+    return absl::StrFormat("%s %d %s  %.0f %s/s  %s", what_, done, unit_, rate, unit_,
+                           Duration(elapsed));
   }
   const double fraction = std::min(1.0, double(done) / double(*total_));
   constexpr int kWidth = 30;
   const int filled = int(fraction * kWidth);
   std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
   const double eta = rate > 0 ? double(*total_ - std::min(done, *total_)) / rate : 0;
-  return absl::StrFormat("%s [%s] %3.0f%% %d/%d  %.0f vec/s  ETA %s", what_, bar,
-                         fraction * 100, done, *total_, rate, Duration(eta));
+  if (unit_ == "%") {
+    return absl::StrFormat("%s [%s] %3.0f%%  %.1f %%/s  ETA %s", what_, bar, fraction * 100, rate,
+                           rate > 0 ? Duration(eta) : "?");
+  }
+  return absl::StrFormat("%s [%s] %3.0f%% %d/%d  %.0f %s/s  ETA %s", what_, bar, fraction * 100,
+                         done, *total_, rate, unit_, Duration(eta));
 }
 
 void Progress::Update(uint64_t done) {

@@ -220,6 +220,7 @@ void IoScheduler::OnComplete(IoResult result) {
     Flight& flight = node.mapped();
     policy_.Complete(result.tag);
     stats_.bytes_read += result.bytes;
+    stats_.kernel_us += result.kernel_us;
     std::shared_ptr<const AlignedBuffer> buffer = flight.buffer;
     for (const IoRequest& r : flight.submission.requests) {
       auto p = std::move(pending_.extract(r.id).mapped());

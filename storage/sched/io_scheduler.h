@@ -73,6 +73,7 @@ struct IoSchedulerStats {
   uint64_t errors = 0;
   uint64_t cancelled = 0;
   uint64_t expired = 0;
+  uint64_t kernel_us = 0;  // summed over submissions: kernel time, submission to completion
 };
 
 class IoScheduler {

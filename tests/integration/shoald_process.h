@@ -1,4 +1,4 @@
-// ShoaldProcess: the real shoald binary for integration tests — LocalShoald (client/) with
+// ShoaldProcess: the real shoald binary for integration tests — LocalShoald (tests/support/) with
 // failures reported to GoogleTest. The binary comes from $SHOAL_BIN_DIR (set by ctest).
 //
 // Thread-safety: none; one test thread owns it.
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "client/local_shoald.h"
 #include "gtest/gtest.h"
+#include "tests/support/local_shoald.h"
 
 namespace shoal::testing {
 

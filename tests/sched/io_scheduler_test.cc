@@ -84,6 +84,7 @@ TEST_P(IoSchedulerTest, ReadsExactRangesThroughDirectIoAndCoalesces) {
   const IoSchedulerStats stats = s->stats();
   EXPECT_EQ(stats.reads, uint64_t(n));
   EXPECT_LT(stats.submissions, uint64_t(n));  // coalesced
+  EXPECT_GT(stats.kernel_us, 0u);             // O_DIRECT device reads: shoal_io_read_seconds_total
   EXPECT_EQ(s->pending(), 0u);
 }
 

@@ -6,7 +6,6 @@
 
 #include "core/base/cancel.h"
 #include "core/exec/manual_executor.h"
-#include "core/index/flat_search.h"
 #include "core/index/ivf_search.h"
 #include "gtest/gtest.h"
 #include "storage/cache/partition_cache.h"

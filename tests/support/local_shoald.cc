@@ -1,4 +1,4 @@
-#include "client/local_shoald.h"
+#include "tests/support/local_shoald.h"
 
 #include <signal.h>
 #include <sys/wait.h>
