@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 20
 
 .PHONY: bench-io bench bench-quick image image-test
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
-	format clean help python
+	format clean help python model-check
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
 	@echo "make python     the Python SDK (package shoal) into build/python (PYTHONPATH=build/python)"
+	@echo "make model-check  spin: exhaustive check of the query/I/O/arena protocol (tests/model)"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
@@ -63,6 +64,11 @@ run: build
 
 test: deps
 	@for p in $(PRESETS_TESTED); do $(MAKE) --no-print-directory test-$$p || exit 1; done
+	@$(MAKE) --no-print-directory model-check
+
+# The protocol's model (tests/model/README.md): must pass; its seeded bugs must fail.
+model-check: deps
+	tests/model/run.sh build/model
 
 # I-2 in tests too: OpenBLAS and OpenMP stay single-threaded, as shoald makes them.
 TEST_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1

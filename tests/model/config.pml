@@ -1,0 +1,137 @@
+/*
+ * Configurations of the model (select with -DCFG=n). Sizes are in units (think: 4 MiB).
+ *
+ *   NREQ     requests (2 or 3), each one query probing 2-3 partitions
+ *   NP       partitions of the one segment, contiguous in lists.dat in index order
+ *   SLOTS    arena worker slots (cpu.threads); MAXT = executor.concurrency() = SLOTS
+ *   KBATCH   batch_partitions (K), BBYTES batch_bytes (B), MAXPIN max_pinned_bytes
+ *   QD       io.queue_depth, IOB io.max_inflight_bytes, MAXREQB io.max_request_bytes
+ *   CACHEB   cache.bytes
+ *
+ * Every configuration has a partition larger than IOB (only the oldest query's over-budget
+ * read can fetch it), a partition probed by two requests, and a partition already cached.
+ */
+#ifndef CFG
+#define CFG 1
+#endif
+
+#if CFG == 1
+/* two requests, one arena slot: r0 probes P0 P1, r1 probes P1 P2; P2 cached; P1 > IOB */
+#define NREQ 2
+#define NP 3
+#define SLOTS 1
+#define KBATCH 1
+#define BBYTES 2
+#define MAXPIN 2
+#define QD 1
+#define IOB 1
+#define MAXREQB 2
+#define CACHEB 3
+inline Setup() {
+  psize[0] = 1; psize[1] = 2; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 3;
+  plan[0] = 0; plan[1] = 1; nplan[0] = 2;
+  plan[3] = 1; plan[4] = 2; nplan[1] = 2;
+  cst[2] = CACHED; cused = 1
+}
+#elif CFG == 2
+/* the same requests on two arena slots, K = 2, a cache too small for everything */
+#define NREQ 2
+#define NP 3
+#define SLOTS 2
+#define KBATCH 2
+#define BBYTES 2
+#define MAXPIN 3
+#define QD 2
+#define IOB 2
+#define MAXREQB 3
+#define CACHEB 2
+inline Setup() {
+  psize[0] = 1; psize[1] = 3; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 4;
+  plan[0] = 0; plan[1] = 1; nplan[0] = 2;
+  plan[3] = 1; plan[4] = 2; plan[5] = 0; nplan[1] = 3;
+  cst[2] = CACHED; cused = 1
+}
+#elif CFG == 3
+/* three requests, one arena slot: r0 P0 P1, r1 P1 P2, r2 P2 P0; P0 cached; P1 > IOB */
+#define NREQ 3
+#define NP 3
+#define SLOTS 1
+#define KBATCH 2
+#define BBYTES 2
+#define MAXPIN 2
+#define QD 1
+#define IOB 1
+#define MAXREQB 2
+#define CACHEB 3
+inline Setup() {
+  psize[0] = 1; psize[1] = 2; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 3;
+  plan[0] = 0; plan[1] = 1; nplan[0] = 2;
+  plan[3] = 1; plan[4] = 2; nplan[1] = 2;
+  plan[6] = 2; plan[7] = 0; nplan[2] = 2;
+  cst[0] = CACHED; cused = 1
+}
+#elif CFG == 4
+/* three requests on two arena slots */
+#define NREQ 3
+#define NP 3
+#define SLOTS 2
+#define KBATCH 1
+#define BBYTES 2
+#define MAXPIN 2
+#define QD 1
+#define IOB 1
+#define MAXREQB 2
+#define CACHEB 3
+inline Setup() {
+  psize[0] = 1; psize[1] = 2; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 3;
+  plan[0] = 0; plan[1] = 1; nplan[0] = 2;
+  plan[3] = 1; plan[4] = 2; nplan[1] = 2;
+  plan[6] = 2; plan[7] = 0; nplan[2] = 2;
+  cst[0] = CACHED; cused = 1
+}
+#elif CFG == 5
+/* three requests, one probing three partitions; two slots, a cache that fits one partition */
+#define NREQ 3
+#define NP 3
+#define SLOTS 2
+#define KBATCH 2
+#define BBYTES 2
+#define MAXPIN 3
+#define QD 2
+#define IOB 2
+#define MAXREQB 3
+#define CACHEB 2
+inline Setup() {
+  psize[0] = 1; psize[1] = 3; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 4;
+  plan[0] = 0; plan[1] = 1; plan[2] = 2; nplan[0] = 3;
+  plan[3] = 2; plan[4] = 0; nplan[1] = 2;
+  plan[6] = 1; plan[7] = 2; nplan[2] = 2;
+  cst[2] = CACHED; cused = 1
+}
+#elif CFG == 6
+/* coalescing: r0 probes P2 P0, r1 probes P0 P1; r1's P0 and P1 queue behind r0's read and go
+   in flight as one submission; one arena slot */
+#define NREQ 2
+#define NP 3
+#define SLOTS 1
+#define KBATCH 2
+#define BBYTES 2
+#define MAXPIN 2
+#define QD 1
+#define IOB 2
+#define MAXREQB 2
+#define CACHEB 2
+inline Setup() {
+  psize[0] = 1; psize[1] = 1; psize[2] = 1;
+  poff[0] = 0; poff[1] = 1; poff[2] = 2;
+  plan[0] = 2; plan[1] = 0; nplan[0] = 2;
+  plan[3] = 0; plan[4] = 1; nplan[1] = 2
+}
+#endif
+
+#define MAXT SLOTS

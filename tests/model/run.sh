@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# make model-check: every configuration and property of tests/model/shoal.pml, exhaustively.
+#
+#   real model, safety   (deadlines, cancellation and I/O errors on)   must pass
+#   real model, liveness (<> every request answered, -a -f)            must pass
+#   seeded bugs (a task that waits; no over-budget read)              must fail, for their reason
+#   coverage: each interesting path is reachable (assert !reached)     must fail
+#
+# Exits non-zero if any run does otherwise. Prints one line per run (states, depth, memory,
+# time) and the counterexample of each seeded bug. Usage: tests/model/run.sh [OUT_DIR]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-$here/../../build/model}"
+mkdir -p "$out"
+cp "$here"/*.pml "$out"/
+cd "$out"
+
+command -v spin >/dev/null || { echo "model-check: spin is not installed (tools/install-deps)"; exit 1; }
+"$here/check_names.sh"
+
+MEMLIM=${MODEL_MEMLIM_MB:-2048}   # pan stops (and this fails) past this many MB
+failures=0
+
+# verify NAME EXPECT MODE [spin -D flags...]
+#   EXPECT: pass | invalid-end | acceptance | assertion
+#   MODE:   safety (pan, no claim) | liveness (pan -a -f, the ltl claim `live`)
+verify() {
+  local name=$1 expect=$2 mode=$3
+  shift 3
+  local dir="run-$name"
+  rm -rf "$dir" && mkdir "$dir" && cp ./*.pml "$dir"/
+  (
+    cd "$dir"
+    spin -a "$@" shoal.pml >spin.log 2>&1 || { cat spin.log; exit 1; }
+    local cflags="-O1 -w -DMEMLIM=$MEMLIM -DCOLLAPSE" args="-m20000 -w24"
+    if [ "$mode" = safety ]; then
+      cflags="$cflags -DNOCLAIM -DSAFETY"
+    else
+      args="$args -a -f"
+    fi
+    # shellcheck disable=SC2086
+    gcc $cflags -o pan pan.c
+    local start end
+    start=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    ./pan $args >pan.log 2>&1 || true
+    end=$(date +%s.%N)
+    echo "$start $end" >time.txt
+  ) || { echo "FAIL  $name: could not build the verifier"; failures=$((failures + 1)); return; }
+  local log="$dir/pan.log"
+  local errors states depth mem secs
+  errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$log" | head -1)
+  states=$(sed -n 's/^ *\([0-9e.+]*\) states, stored.*/\1/p' "$log" | head -1)
+  depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$log" | head -1)
+  mem=$(sed -n 's/^ *\([0-9.]*\).total actual memory usage.*/\1/p' "$log" | head -1)
+  secs=$(awk '{printf "%.1f", $2 - $1}' "$dir/time.txt")
+  local got=pass
+  if grep -qE "^pan:[0-9]+: invalid end state" "$log"; then got=invalid-end
+  elif grep -qE "^pan:[0-9]+: acceptance cycle" "$log"; then got=acceptance
+  elif grep -qE "^pan:[0-9]+: assertion violated" "$log"; then got=assertion
+  elif grep -qE "^pan:[0-9]+: block in d_step" "$log"; then got=d_step-blocks
+  elif [ "${errors:-1}" != 0 ]; then got=error
+  fi
+  # a passing run must be exhaustive: no truncated search, no memory limit hit
+  if [ "$got" = pass ] && grep -qE "max search depth too small|Search not completed|out of memory" "$log"; then
+    got=incomplete
+  fi
+  local line
+  line=$(printf '%-34s %-11s states %-9s depth %-4s mem %7s MB  %5ss' "$name" "$got" \
+    "${states:-?}" "${depth:-?}" "${mem:-?}" "$secs")
+  if [ "$got" = "$expect" ]; then
+    echo "ok    $line"
+  else
+    echo "FAIL  $line   (expected $expect)"
+    grep -E "pan:|error" "$log" | head -5
+    failures=$((failures + 1))
+  fi
+  if [ "$expect" != pass ] && [ "$got" = "$expect" ] && [ "${MODEL_TRAILS:-1}" = 1 ]; then
+    # the counterexample, one line per protocol event (the model's MSC printfs)
+    (cd "$dir" && spin -t "$@" shoal.pml 2>&1 | grep -E "MSC:|START OF CYCLE" |
+      sed -e 's/^ *MSC: /        | /' -e 's/^ *<<<<<START OF CYCLE>>>>>/        | (cycle: nothing changes from here on)/' |
+      head -40) || true
+  fi
+}
+
+echo "== real model: safety (deadlines, cancellation, I/O errors)"
+for c in 1 2 3 4 6; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=1; done
+verify "safety-cfg5" pass safety -DCFG=5 -DDEADLINES=1 -DIOERR=0
+echo "== real model: liveness (every request answers, weak fairness; no deadlines)"
+for c in 1 2 3 4 5 6; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0; done
+echo "== seeded bugs: must fail"
+verify "seeded-blocking-task-cfg1" invalid-end safety -DCFG=1 -DDEADLINES=0 -DSEEDED_BLOCKING_TASK
+verify "seeded-no-overbudget-cfg1" acceptance liveness -DCFG=1 -DDEADLINES=0 -DSEEDED_NO_OVERBUDGET
+verify "seeded-wait-in-task-cfg1" d_step-blocks safety -DCFG=1 -DDEADLINES=0 -DSEEDED_WAIT_IN_TASK
+echo "== coverage: each path is reached (assert !reached must fail)"
+MODEL_TRAILS=0
+for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen \
+  hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen; do
+  cfg=2
+  case $cover in
+    forced_seen | attach_seen) cfg=1 ;;
+    coalesced_seen | retry_seen | expired_seen | cancelq_seen | batch2_seen) cfg=6 ;;
+  esac
+  verify "cover-$cover-cfg$cfg" assertion safety -DCFG=$cfg -DDEADLINES=1 -DIOERR=1 -DCOVER=$cover
+done
+
+if [ "$failures" -ne 0 ]; then
+  echo "model-check: $failures run(s) did not do what they must"
+  exit 1
+fi
+echo "model-check: all runs as expected"

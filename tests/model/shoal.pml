@@ -1,0 +1,891 @@
+/*
+ * Shoal's query / I/O / task protocol as a Promela model (see tests/model/README.md).
+ *
+ * Every transition names the C++ function it mirrors in a tag: the word @mirrors, then
+ * Class::Function, then the file. tests/model/check_names.sh (run by make model-check) fails
+ * if one of them no longer exists in the code.
+ *
+ * Build switches (cpp, via spin -D...):
+ *   CFG=n                   configuration (config.pml)
+ *   DEADLINES=0|1           deadline expiry and cancellation events (safety runs)
+ *   IOERR=0|1               reads may fail with an I/O error (safety runs)
+ *   SEEDED_BLOCKING_TASK    the seed's bug: a scan task waits inside the arena for the next
+ *                           ready partition (Lance's blocking_recv in spawn_cpu)
+ *   SEEDED_NO_OVERBUDGET    IoPolicy::Dispatch without the oldest query's over-budget read
+ *   SEEDED_WAIT_IN_TASK     the seed's wait written inside a task's d_step: spin must report
+ *                           "block in d_step" (the check behind "no arena task ever waits")
+ */
+
+/* cache entry states (used by config.pml's Setup) */
+#define ABSENT 0
+#define LOADING 1
+#define CACHED 2
+
+#include "config.pml"
+
+#ifndef DEADLINES
+#define DEADLINES 0
+#endif
+#ifndef IOERR
+#define IOERR 0
+#endif
+
+#define NI 3                 /* work items per request, at most */
+#define NRI (NREQ * NI)      /* (request, item) pairs */
+#define NRD NRI              /* read slots: one read per pending fetch, at most */
+#define NSUB (QD + 1)        /* submissions: the queue depth plus the one forced read */
+#define TQ 10                /* arena queue bound (model bound, asserted) */
+#define WL 16                /* inline callback work list bound (model bound, asserted) */
+#define NONE 255
+
+/* ---- IvfSearchJob state (core/index/ivf_search.cc), per request ---- */
+byte plan[NRI];              /* partition of item i of request r: plan[r*NI+i] (set by config) */
+byte nplan[NREQ];
+bool arrived[NREQ], routed[NREQ], failed[NREQ], finishing[NREQ], csrc[NREQ], answered[NREQ];
+bool cancelled[NREQ], expired[NREQ];
+byte nitems[NREQ], next_fetch[NREQ], fif[NREQ], issuing[NREQ], nact[NREQ], scanned[NREQ];
+byte pinned[NREQ];
+byte rq[NRI];                /* ready_: a FIFO of item indices per request */
+byte nrq[NREQ];
+/* item states (model bookkeeping, for the invariants) */
+#define IDLE 0
+#define FETCHING 1
+#define READY 2
+#define TAKEN 3
+#define DONE 4
+byte ist[NRI];
+#define PIN_NONE 0
+#define PIN_CACHE 1
+#define PIN_BUFFER 2
+byte ipin[NRI];
+
+/* ---- PartitionCache (storage/cache/partition_cache.cc) ---- */
+byte cst[NP], cpins[NP];
+byte cused;
+short cwait[NP];             /* waiters of a load: bit r*NI+i */
+
+/* ---- IoPolicy / IoScheduler (storage/sched) ---- */
+#define FREE 0
+#define QUEUED 1
+#define FLYING 2
+#define ANSWERED 3
+#define LOAD 0               /* a cache load (Segment::FetchAttempt's loader) */
+#define DIRECT 1             /* an uncached read for one query (cache full) */
+byte rd_st[NRD], rd_own[NRD], rd_p[NRD], rd_rank[NRD], rd_item[NRD], rd_kind[NRD], rd_sub[NRD];
+bool sub_st[NSUB];
+byte sub_len[NSUB];
+byte nsub, iob, forced;      /* submissions in flight, bytes in flight, forced sub + 1 (0 none) */
+byte qinfl[NREQ];            /* in_flight_per_query_ */
+/* ghosts: which paths a run reached (make model-check asserts each is reachable, -DCOVER) */
+bool forced_seen, direct_seen, coalesced_seen, evicted_seen, retry_seen, hit_seen, attach_seen;
+bool batch2_seen, tasks2_seen, expired_seen, cancelq_seen;
+bool failed_retry_seen;      /* a request that already failed re-fetches (see README) */
+
+/* ---- TbbExecutor arena queue ---- */
+#define T_ROUTE 0
+#define T_SCAN 1
+#define T_FINISH 2
+#define T_MAINT 3
+byte tq[TQ], ntq;
+bool maint_done;
+
+/* ---- inline callbacks run on the current thread before its step ends ---- */
+#define E_FETCH 0            /* arg: r*NI+i */
+#define E_ISSUED 1           /* arg: r */
+#define E_RANS_OK 2          /* arg: read slot */
+#define E_RANS_STOP 3        /* arg: read slot; CANCELLED or DEADLINE_EXCEEDED */
+#define E_RANS_IOERR 4       /* arg: read slot */
+byte wl[WL], nwl;
+byte pp;                     /* Progress(r) owed: bit r */
+
+/* scratch for the d_step bodies (reset at every step's end, so it adds no states) */
+byte xi, xj, xk, xp, ys, yr, xe, xend, xbest, xnew;
+bool xok, xstop;
+byte xnf, xtasks;
+bool xcs, xstage, sok;
+byte es, et, fr, fi2;      /* Settle's event; FetchAttempt's (r, i) */
+byte psize[NP], poff[NP];  /* partition sizes and offsets in lists.dat (set by config) */
+
+#define TOKEN_BAD(r) (cancelled[r] || expired[r])   /* CancelToken::Check() != OK */
+#define RI(r, i) ((r) * NI + (i))
+#define SIZE(r, i) psize[plan[RI(r, i)]]
+
+inline wl_push(ev) {
+  assert(nwl < WL);
+  wl[nwl] = ev;
+  nwl++
+}
+
+inline tq_push(t) {
+  /* @mirrors TbbExecutor::Submit core/exec/tbb_executor.cc : enqueue never blocks */
+  assert(ntq < TQ);
+  tq[ntq] = t;
+  ntq++
+}
+
+/* @mirrors IvfSearchJob::FailLocked core/index/ivf_search.cc */
+inline FailLocked(r) {
+  if
+  :: !failed[r] -> csrc[r] = 1
+  :: else -> skip
+  fi;
+  failed[r] = 1
+}
+
+/* @mirrors PartitionCache::MakeRoomLocked storage/cache/partition_cache.cc
+   Evicts unpinned cached entries (lowest index first: S3-FIFO's order is abstracted) until
+   `need` more bytes fit; xok = fits. */
+inline MakeRoom(need) {
+  xok = 1;
+  do
+  :: cused + need <= CACHEB -> break
+  :: else ->
+     xbest = NONE;
+     xk = 0;
+     do
+     :: xk < NP && xbest == NONE && cst[xk] == CACHED && cpins[xk] == 0 -> xbest = xk
+     :: xk < NP -> xk++
+     :: else -> break
+     od;
+     if
+     :: xbest == NONE -> xok = 0; break   /* everything left is pinned or loading */
+     :: else -> cst[xbest] = ABSENT; cused = cused - psize[xbest]; evicted_seen = 1   /* EvictOneLocked */
+     fi
+  od;
+  xk = 0; xbest = 0
+}
+
+/* ~PartitionHandle: @mirrors PartitionCache::Unpin storage/cache/partition_cache.cc */
+inline Unpin(ri) {
+  if
+  :: ipin[ri] == PIN_CACHE ->
+     cpins[plan[ri]]--;
+     if
+     :: cpins[plan[ri]] == 0 && cused > CACHEB -> MakeRoom(0)
+     :: else -> skip
+     fi
+  :: else -> skip   /* PIN_BUFFER: the I/O buffer is freed; PIN_NONE: nothing */
+  fi;
+  ipin[ri] = PIN_NONE
+}
+
+/* @mirrors IvfSearchJob::OnFetched core/index/ivf_search.cc (bookkeeping only, never a scan) */
+inline OnFetched(r, i, ok, pin) {
+  assert(ist[RI(r, i)] == FETCHING && fif[r] > 0);
+  fif[r]--;
+  if
+  :: !ok ->
+     printf("MSC: r%d's fetch of P%d fails\n", r, plan[RI(r, i)]);
+     pinned[r] = pinned[r] - SIZE(r, i);
+     scanned[r]++;
+     ist[RI(r, i)] = DONE;
+     FailLocked(r)
+  :: else ->
+     printf("MSC: r%d's P%d is ready (%d ready)\n", r, plan[RI(r, i)], nrq[r] + 1);
+     rq[RI(r, nrq[r])] = i;
+     nrq[r]++;
+     ist[RI(r, i)] = READY;
+     ipin[RI(r, i)] = pin
+  fi;
+  if
+  :: issuing[r] == 0 -> pp = pp | (1 << r)   /* the issuing thread calls Progress otherwise */
+  :: else -> skip
+  fi
+}
+
+/* @mirrors IoPolicy::Dispatch storage/sched/io_policy.cc
+   @mirrors IoScheduler::DispatchLocked storage/sched/io_scheduler.cc
+   Order: deadline, query, rank (deadlines are the same timeout for every request, so deadline
+   order is arrival order and expiry follows it). */
+inline Dispatch() {
+  /* expired reads (a prefix of the queue) are dropped and answered DEADLINE_EXCEEDED */
+  ys = 0;
+  do
+  :: ys < NRD ->
+     if
+     :: rd_st[ys] == QUEUED && expired[rd_own[ys]] ->
+        rd_st[ys] = ANSWERED; wl_push(E_RANS_STOP * 32 + ys); expired_seen = 1
+     :: else -> skip
+     fi;
+     ys++
+  :: else -> break
+  od;
+  do
+  :: true ->
+     /* head: the smallest (query, rank) queued */
+     xbest = NONE;
+     ys = 0;
+     do
+     :: ys < NRD ->
+        if
+        :: rd_st[ys] == QUEUED && (xbest == NONE || rd_own[ys] * NI + rd_rank[ys] < rd_own[xbest] * NI + rd_rank[xbest]) -> xbest = ys
+        :: else -> skip
+        fi;
+        ys++
+     :: else -> break
+     od;
+     if
+     :: xbest == NONE -> break
+     :: else -> skip
+     fi;
+     /* a free submission slot */
+     xe = 0;
+     do
+     :: xe < NSUB && sub_st[xe] -> xe++
+     :: else -> break
+     od;
+     if
+     :: nsub < QD && iob + psize[rd_p[xbest]] <= IOB ->   /* @mirrors IoPolicy::MayStart storage/sched/io_policy.cc */
+        assert(xe < NSUB);
+        /* @mirrors IoPolicy::Coalesce storage/sched/io_policy.cc: adjacent queued ranges of the
+           file, offset order, within max_request_bytes and the bytes budget */
+        xend = poff[rd_p[xbest]] + psize[rd_p[xbest]];
+        rd_st[xbest] = FLYING; rd_sub[xbest] = xe; qinfl[rd_own[xbest]]++;
+        xstop = 0;
+        xp = rd_p[xbest];
+        do
+        :: xp < NP && !xstop ->
+           ys = 0;
+           do
+           :: ys < NRD && !xstop ->
+              if
+              :: rd_st[ys] == QUEUED && rd_p[ys] == xp ->
+                 if
+                 :: poff[xp] > xend -> xstop = 1   /* a gap */
+                 :: else ->
+                    xnew = (xend > poff[xp] + psize[xp] -> xend : poff[xp] + psize[xp]);
+                    if
+                    :: xnew - poff[rd_p[xbest]] > MAXREQB -> xstop = 1
+                    :: iob + (xnew - poff[rd_p[xbest]]) > IOB -> xstop = 1
+                    :: else ->
+                       xend = xnew; coalesced_seen = 1;
+                       rd_st[ys] = FLYING; rd_sub[ys] = xe; qinfl[rd_own[ys]]++
+                    fi
+                 fi
+              :: else -> skip
+              fi;
+              ys++
+           :: else -> break
+           od;
+           xp++
+        :: else -> break
+        od;
+        sub_len[xe] = xend - poff[rd_p[xbest]];
+        printf("MSC: dispatch: read of P%d (+ adjacent) goes in flight, size %d\n", rd_p[xbest], sub_len[xe])
+     :: else ->
+#ifdef SEEDED_NO_OVERBUDGET
+        printf("MSC: dispatch: r%d's read of P%d is over the budget and waits\n", rd_own[xbest], rd_p[xbest]);
+        break
+#else
+        /* Over budget: the oldest query with queued reads and nothing in flight gets its next
+           read, alone; one forced read at a time. */
+        if
+        :: forced != 0 -> break
+        :: else -> skip
+        fi;
+        yr = NONE;   /* by_query_.begin(): the oldest query with queued reads */
+        ys = 0;
+        do
+        :: ys < NRD ->
+           if
+           :: rd_st[ys] == QUEUED && (yr == NONE || rd_own[ys] < yr) -> yr = rd_own[ys]
+           :: else -> skip
+           fi;
+           ys++
+        :: else -> break
+        od;
+        if
+        :: qinfl[yr] > 0 -> break
+        :: else -> skip
+        fi;
+        xbest = NONE;   /* its first read in key order */
+        ys = 0;
+        do
+        :: ys < NRD ->
+           if
+           :: rd_st[ys] == QUEUED && rd_own[ys] == yr && (xbest == NONE || rd_rank[ys] < rd_rank[xbest]) -> xbest = ys
+           :: else -> skip
+           fi;
+           ys++
+        :: else -> break
+        od;
+        assert(xe < NSUB);
+        rd_st[xbest] = FLYING; rd_sub[xbest] = xe; qinfl[yr]++;
+        sub_len[xe] = psize[rd_p[xbest]];
+        forced = xe + 1;
+        forced_seen = 1;
+        printf("MSC: dispatch: over budget, oldest query r%d's read of P%d forced\n", yr, rd_p[xbest])
+#endif
+     fi;
+     sub_st[xe] = 1;
+     nsub++;
+     iob = iob + sub_len[xe]
+  od;
+  ys = 0; xe = 0; xbest = 0; xend = 0; xnew = 0; xp = 0; yr = 0; xstop = 0
+}
+
+/* @mirrors IoScheduler::Read storage/sched/io_scheduler.cc (queue, then dispatch) */
+inline Read(kind, own, p, i) {
+  ys = 0;
+  do
+  :: ys < NRD && rd_st[ys] != FREE -> ys++
+  :: else -> break
+  od;
+  assert(ys < NRD);
+  rd_st[ys] = QUEUED; rd_own[ys] = own; rd_p[ys] = p; rd_rank[ys] = i; rd_item[ys] = i;
+  rd_kind[ys] = kind; rd_sub[ys] = 0;
+  printf("MSC: r%d queues a read of P%d (uncached=%d)\n", own, p, kind);
+  Dispatch()
+}
+
+/* @mirrors IoScheduler::CancelQuery storage/sched/io_scheduler.cc
+   @mirrors IoPolicy::CancelQuery storage/sched/io_policy.cc
+   Queued reads of `r` answer CANCELLED on this thread; reads in flight complete normally. */
+inline CancelQuery(r) {
+  xok = 0;
+  xi = 0;
+  do
+  :: xi < NRD ->
+     if
+     :: rd_st[xi] == QUEUED && rd_own[xi] == r ->
+        rd_st[xi] = ANSWERED; wl_push(E_RANS_STOP * 32 + xi); xok = 1; cancelq_seen = 1
+     :: else -> skip
+     fi;
+     xi++
+  :: else -> break
+  od;
+  if
+  :: xok -> Dispatch()   /* the oldest query may have changed (I-4) */
+  :: else -> skip
+  fi;
+  xi = 0; xok = 0
+}
+
+/* @mirrors Segment::FetchAttempt storage/collection/segment.cc
+   @mirrors PartitionCache::Get storage/cache/partition_cache.cc
+   Hit: pinned at once. Loading: attach (single flight). Miss with room: a cache load read with
+   this query's priority. No room next to the pins (kIfRoom refused): an uncached read. */
+inline FetchAttempt(r, i) {
+  xp = plan[RI(r, i)];
+  if
+  :: TOKEN_BAD(r) -> OnFetched(r, i, 0, PIN_NONE)
+  :: !TOKEN_BAD(r) && cst[xp] == LOADING -> cwait[xp] = cwait[xp] | (1 << RI(r, i)); attach_seen = 1
+  :: !TOKEN_BAD(r) && cst[xp] == CACHED -> cpins[xp]++; hit_seen = 1; OnFetched(r, i, 1, PIN_CACHE)
+  :: !TOKEN_BAD(r) && cst[xp] == ABSENT ->
+     MakeRoom(psize[xp]);
+     if
+     :: xok ->
+        cst[xp] = LOADING; cused = cused + psize[xp]; cwait[xp] = (1 << RI(r, i));
+        Read(LOAD, r, xp, i)   /* Segment::ReadPartition through the loader */
+     :: else ->
+        direct_seen = 1;
+        Read(DIRECT, r, xp, i)   /* Segment::ReadPartition, RESOURCE_EXHAUSTED path */
+     fi
+  fi;
+  xp = 0; xok = 0
+}
+
+/* @mirrors PartitionCache::OnLoaded storage/cache/partition_cache.cc (and the Get callbacks in
+   Segment::FetchAttempt: a load another query's stop ended is retried, StoppedByAnotherQuery) */
+inline OnLoaded(p, how) {
+  xj = 0;
+  if
+  :: how == E_RANS_OK ->
+     cst[p] = CACHED;
+     do
+     :: xj < NRI ->
+        if
+        :: cwait[p] & (1 << xj) -> cpins[p]++; OnFetched(xj / NI, xj % NI, 1, PIN_CACHE)
+        :: else -> skip
+        fi;
+        xj++
+     :: else -> break
+     od
+  :: else ->
+     cst[p] = ABSENT;
+     cused = cused - psize[p];
+     do
+     :: xj < NRI ->
+        if
+        :: (cwait[p] & (1 << xj)) && how == E_RANS_STOP && !TOKEN_BAD(xj / NI) ->
+           wl_push(E_FETCH * 32 + xj); retry_seen = 1;   /* retry with a read of its own */
+           failed_retry_seen = failed_retry_seen || failed[xj / NI]
+        :: (cwait[p] & (1 << xj)) && !(how == E_RANS_STOP && !TOKEN_BAD(xj / NI)) ->
+           OnFetched(xj / NI, xj % NI, 0, PIN_NONE)
+        :: else -> skip
+        fi;
+        xj++
+     :: else -> break
+     od
+  fi;
+  cwait[p] = 0;
+  xj = 0
+}
+
+/* A read's answer, run after the scheduler's lock is released.
+   @mirrors Segment::ReadPartition storage/collection/segment.cc */
+inline ReadAnswer(s, how) {
+  assert(rd_st[s] == ANSWERED);
+  if
+  :: rd_kind[s] == LOAD -> OnLoaded(rd_p[s], how)
+  :: rd_kind[s] == DIRECT && how == E_RANS_OK -> OnFetched(rd_own[s], rd_item[s], 1, PIN_BUFFER)
+  :: rd_kind[s] == DIRECT && how != E_RANS_OK -> OnFetched(rd_own[s], rd_item[s], 0, PIN_NONE)
+  fi;
+  rd_st[s] = FREE; rd_own[s] = 0; rd_p[s] = 0; rd_rank[s] = 0; rd_item[s] = 0; rd_kind[s] = 0;
+  rd_sub[s] = 0
+}
+
+/* @mirrors IvfSearchJob::Progress core/index/ivf_search.cc
+   Decides under the lock; then drops pins, tells the sources, issues fetches (inline answers
+   find issuing_ > 0 and leave Progress to the issuer) or submits at most the allowed tasks. */
+inline Progress(r) {
+  if
+  :: !routed[r] -> skip   /* Route calls Progress when it is done */
+  :: else ->
+     xcs = csrc[r]; csrc[r] = 0;
+     if
+     :: failed[r] ->
+        do
+        :: nrq[r] > 0 ->
+           nrq[r]--;
+           xi = rq[RI(r, 0)];
+           rq[RI(r, 0)] = rq[RI(r, 1)]; rq[RI(r, 1)] = rq[RI(r, 2)]; rq[RI(r, 2)] = 0;
+           pinned[r] = pinned[r] - SIZE(r, xi);
+           Unpin(RI(r, xi));   /* dropped.clear(): unpin outside the lock */
+           ist[RI(r, xi)] = DONE;
+           scanned[r]++
+        :: else -> break
+        od;
+        do
+        :: next_fetch[r] < nitems[r] -> ist[RI(r, next_fetch[r])] = DONE; scanned[r]++; next_fetch[r]++
+        :: else -> break
+        od
+     :: else -> skip
+     fi;
+     xnf = 0;   /* fetches while the request's pinned bytes stay under max_pinned_bytes */
+     do
+     :: next_fetch[r] < nitems[r] ->
+        if
+        :: pinned[r] > 0 && pinned[r] + SIZE(r, next_fetch[r]) > MAXPIN -> break
+        :: else ->
+           pinned[r] = pinned[r] + SIZE(r, next_fetch[r]);
+           fif[r]++;
+           ist[RI(r, next_fetch[r])] = FETCHING;
+           next_fetch[r]++;
+           xnf++
+        fi
+     :: else -> break
+     od;
+     xtasks = 0;
+     if
+     :: xnf == 0 ->
+        do
+        :: nrq[r] > 0 && nact[r] + xtasks < MAXT && xtasks < nrq[r] -> xtasks++
+        :: else -> break
+        od;
+        nact[r] = nact[r] + xtasks;
+        tasks2_seen = tasks2_seen || nact[r] > 1
+     :: else -> issuing[r]++
+     fi;
+     xstage = 0;
+     if
+     :: xnf == 0 && !finishing[r] && nact[r] == 0 && fif[r] == 0 && issuing[r] == 0 &&
+        scanned[r] == nitems[r] -> finishing[r] = 1; xstage = 1
+     :: else -> skip
+     fi;
+     if
+     :: xcs -> CancelQuery(r)   /* @mirrors IvfSearchJob::CancelSourcesIf core/index/ivf_search.cc */
+     :: else -> skip
+     fi;
+     if
+     :: xnf > 0 ->
+        /* @mirrors IvfSearchJob::StartFetch core/index/ivf_search.cc */
+        xk = next_fetch[r] - xnf;
+        do
+        :: xk < next_fetch[r] -> wl_push(E_FETCH * 32 + RI(r, xk)); xk++
+        :: else -> break
+        od;
+        wl_push(E_ISSUED * 32 + r)
+     :: else ->
+        do
+        :: xtasks > 0 -> tq_push(T_SCAN * 4 + r); xtasks--
+        :: else -> break
+        od;
+        if
+        :: xstage -> tq_push(T_FINISH * 4 + r)
+        :: else -> skip
+        fi
+     fi
+  fi;
+  xcs = 0; xnf = 0; xtasks = 0; xstage = 0; xk = 0; xi = 0
+}
+
+/* The invariants every step must keep (safety property (a)). */
+inline CheckInvariants() {
+  /* I/O budget: queue depth and bytes in flight, over only by the one forced read */
+  assert(nsub <= QD + (forced != 0 -> 1 : 0));
+  assert(iob <= IOB + (forced != 0 -> sub_len[forced - 1] : 0));
+  /* the cache never holds more than its budget (Segment only asks kIfRoom) */
+  assert(cused <= CACHEB);
+  yr = 0;
+  do
+  :: yr < NREQ ->
+     /* pinned bytes = bytes of the items fetching, ready or being scanned, and under
+        max_pinned_bytes unless a single item holds them all */
+     xk = 0; xe = 0; xi = 0;
+     do
+     :: xi < NI ->
+        if
+        :: ist[RI(yr, xi)] == FETCHING || ist[RI(yr, xi)] == READY || ist[RI(yr, xi)] == TAKEN ->
+           xk = xk + SIZE(yr, xi); xe++
+        :: else -> assert(ipin[RI(yr, xi)] == PIN_NONE)
+        fi;
+        xi++
+     :: else -> break
+     od;
+     assert(pinned[yr] == xk);
+     assert(nact[yr] <= MAXT);   /* scan tasks queued or running: at most concurrency() */
+     assert(pinned[yr] <= MAXPIN || xe == 1);
+     yr++
+  :: else -> break
+  od;
+  yr = 0; xk = 0; xe = 0; xi = 0;
+#ifdef COVER
+  assert(!(COVER))   /* a coverage run: make model-check requires this to fail */
+#endif
+  skip
+}
+
+/* Runs what the current thread still owes before its step ends: read answers and fetches it
+   queued, then Progress calls, until nothing is left. */
+inline Settle() {
+  do
+  :: nwl > 0 ->
+     et = wl[0];
+     xi = 0;
+     do
+     :: xi + 1 < nwl -> wl[xi] = wl[xi + 1]; xi++
+     :: else -> break
+     od;
+     nwl--;
+     wl[nwl] = 0;
+     es = et % 32;
+     et = et / 32;
+     if
+     :: et == E_FETCH -> fr = es / NI; fi2 = es % NI; FetchAttempt(fr, fi2); fr = 0; fi2 = 0
+     :: et == E_ISSUED ->
+        issuing[es]--;
+        if
+        :: failed[es] -> csrc[es] = 1   /* queued after the sources were told: tell again */
+        :: else -> skip
+        fi;
+        pp = pp | (1 << es)
+     :: et == E_RANS_OK || et == E_RANS_STOP || et == E_RANS_IOERR -> ReadAnswer(es, et)
+     fi;
+     es = 0; et = 0
+  :: nwl == 0 && pp != 0 ->
+     yr = 0;
+     do
+     :: pp & (1 << yr) -> break
+     :: else -> yr++
+     od;
+     pp = pp & ~(1 << yr);
+     xj = yr;
+     Progress(xj)
+  :: else -> break
+  od;
+  xe = 0; ys = 0; xi = 0; xj = 0; yr = 0;
+  CheckInvariants()
+}
+
+/* @mirrors IvfSearchJob::Answer core/index/ivf_search.cc: `done` runs once, after every fetch
+   has answered, so no pin or budget outlives the request. */
+inline Answer(r) {
+  assert(!answered[r]);
+  assert(fif[r] == 0 && nrq[r] == 0 && pinned[r] == 0 && nact[r] == 0);
+  xi = 0;
+  do
+  :: xi < NI ->
+     assert(ipin[RI(r, xi)] == PIN_NONE);
+     assert(ist[RI(r, xi)] != FETCHING && ist[RI(r, xi)] != READY && ist[RI(r, xi)] != TAKEN);
+     assert(failed[r] || xi >= nitems[r] || ist[RI(r, xi)] == DONE);   /* every probe scanned */
+     xi++
+  :: else -> break
+  od;
+  xi = 0;
+  do
+  :: xi < NP -> assert((cwait[xi] & (7 << (r * NI))) == 0); xi++
+  :: else -> break
+  od;
+  xi = 0;
+  do
+  :: xi < NRD -> assert(rd_st[xi] == FREE || rd_own[xi] != r); xi++
+  :: else -> break
+  od;
+  xi = 0;
+  printf("MSC: r%d answered (failed=%d)\n", r, failed[r]);
+  answered[r] = 1
+}
+
+/* @mirrors IvfSearch core/index/ivf_search.cc: the job registers OnCancel, submits Route */
+inline StartSearch(r) {
+  arrived[r] = 1;
+  printf("MSC: r%d arrives\n", r);
+  if
+  :: cancelled[r] -> FailLocked(r); pp = pp | (1 << r)   /* OnCancel after Cancel: Abort now */
+  :: else -> skip
+  fi;
+  tq_push(T_ROUTE * 4 + r)
+}
+
+/* The gRPC layer: requests arrive one after another (query_seq = arrival order). */
+active proctype Client() {
+  byte r = 0;
+  d_step { Setup() };
+  do
+  :: r < NREQ -> d_step { StartSearch(r); Settle() }; r++
+  :: else -> break
+  od;
+  /* every request answers; then nothing is left pinned, queued or in flight */
+  (answered[0] && answered[1] && (NREQ < 3 || answered[NREQ - 1]));
+  d_step {
+    r = 0;
+    do
+    :: r < NP -> assert(cpins[r] == 0 && cwait[r] == 0 && cst[r] != LOADING); r++
+    :: else -> break
+    od;
+    r = 0;
+    do
+    :: r < NRD -> assert(rd_st[r] == FREE); r++
+    :: else -> break
+    od;
+    assert(nsub == 0 && iob == 0 && forced == 0);
+    r = 0
+  }
+}
+
+/* An arena worker slot: takes the next task (FIFO) and runs its body without ever waiting. A
+   scan task is two steps (take the batch; scan, merge and go on) so that completions,
+   cancellations and other slots interleave with a scan in progress.
+   @mirrors TbbExecutor::Submit core/exec/tbb_executor.cc (the enqueued functor) */
+active [SLOTS] proctype Worker() {
+  byte t, r, batch, cnt, bytes;
+end_idle:
+  do
+  :: d_step {
+       ntq > 0;
+       t = tq[0];
+       xi = 0;
+       do
+       :: xi + 1 < ntq -> tq[xi] = tq[xi + 1]; xi++
+       :: else -> break
+       od;
+       ntq--;
+       tq[ntq] = 0;
+       xi = 0;
+       r = t % 4;
+       t = t / 4;
+       if
+       :: t == T_ROUTE ->
+          /* @mirrors IvfSearchJob::Route core/index/ivf_search.cc (Plan: the static plan) */
+          if
+          :: TOKEN_BAD(r) -> FailLocked(r)
+          :: else -> nitems[r] = nplan[r]   /* @mirrors IvfSearchJob::Plan core/index/ivf_search.cc */
+          fi;
+          routed[r] = 1;
+          printf("MSC: task Route r%d: %d partitions to probe\n", r, nitems[r]);
+          pp = pp | (1 << r);
+          Settle();
+          t = 0; r = 0
+       :: t == T_FINISH ->
+          /* @mirrors IvfSearchJob::FinishScan core/index/ivf_search.cc (no refine) */
+          Answer(r);
+          CheckInvariants();
+          t = 0; r = 0
+       :: t == T_MAINT ->
+          /* RunAndWait's task: @mirrors ParallelFor core/exec/run_and_wait.cc */
+          maint_done = 1;
+          t = 0; r = 0
+       :: t == T_SCAN ->
+          /* @mirrors IvfSearchJob::Scan core/index/ivf_search.cc: take a share of what is
+             ready, ceil(ready / max_tasks) clamped to [1, K], at most B bytes (>= 1 item) */
+          xk = (nrq[r] + MAXT - 1) / MAXT;
+          xk = (xk < 1 -> 1 : (xk > KBATCH -> KBATCH : xk));
+          do
+          :: nrq[r] > 0 && cnt < xk && (cnt == 0 || bytes + SIZE(r, rq[RI(r, 0)]) <= BBYTES) ->
+             xi = rq[RI(r, 0)];
+             bytes = bytes + SIZE(r, xi);
+             batch = batch | (1 << xi);
+             cnt++;
+             ist[RI(r, xi)] = TAKEN;
+             rq[RI(r, 0)] = rq[RI(r, 1)]; rq[RI(r, 1)] = rq[RI(r, 2)]; rq[RI(r, 2)] = 0;
+             nrq[r]--
+          :: else -> break
+          od;
+          xi = 0; xk = 0;
+          printf("MSC: task Scan r%d takes %d partitions\n", r, cnt);
+          batch2_seen = batch2_seen || cnt > 1;
+          CheckInvariants()
+       fi
+     }
+     if
+     :: t == T_SCAN ->
+#ifdef SEEDED_BLOCKING_TASK
+        /* The seed's bug (Lance's spawn_cpu + blocking_recv): the task keeps its slot and
+           waits for the request's next partition before it hands back its budget. */
+        if
+        :: scanned[r] + cnt < nitems[r] ->
+           printf("MSC: task Scan r%d waits in the arena for its next partition\n", r);
+           nrq[r] > 0;   /* blocks the arena slot */
+           d_step {
+             xi = rq[RI(r, 0)];
+             bytes = bytes + SIZE(r, xi); batch = batch | (1 << xi); cnt++;
+             ist[RI(r, xi)] = TAKEN;
+             rq[RI(r, 0)] = rq[RI(r, 1)]; rq[RI(r, 1)] = rq[RI(r, 2)]; rq[RI(r, 2)] = 0;
+             nrq[r]--;
+             xi = 0
+           }
+        :: else -> skip
+        fi;
+#endif
+        d_step {
+          /* Scan, after the batch is taken: check cancellation before each partition, scan,
+             unpin as soon as scanned, merge under the lock, then Progress. */
+          sok = 1;   /* never blocks: a d_step's first statement must be executable */
+#ifdef SEEDED_WAIT_IN_TASK
+          /* the same wait written inside the task body: spin's "block in d_step" check */
+          (scanned[r] + cnt >= nitems[r] || nrq[r] > 0);
+#endif
+          xi = 0;
+          do
+          :: xi < NI ->
+             if
+             :: batch & (1 << xi) ->
+                if
+                :: sok && TOKEN_BAD(r) -> sok = 0
+                :: else -> skip
+                fi;
+                Unpin(RI(r, xi));
+                pinned[r] = pinned[r] - SIZE(r, xi);
+                ist[RI(r, xi)] = DONE
+             :: else -> skip
+             fi;
+             xi++
+          :: else -> break
+          od;
+          printf("MSC: task Scan r%d scanned %d, unpinned\n", r, cnt);
+          scanned[r] = scanned[r] + cnt;
+          nact[r]--;
+          if
+          :: !sok -> FailLocked(r)
+          :: else -> skip
+          fi;
+          pp = pp | (1 << r);
+          sok = 0; xi = 0;
+          Settle();
+          t = 0; r = 0; batch = 0; cnt = 0; bytes = 0
+        }
+     :: else -> skip
+     fi
+  od
+}
+
+/* The device: any read in flight may complete, in any order.
+   @mirrors IoScheduler::OnComplete storage/sched/io_scheduler.cc */
+inline Complete(s, how) {
+  /* @mirrors IoPolicy::Complete storage/sched/io_policy.cc */
+  iob = iob - sub_len[s];
+  if
+  :: forced == s + 1 -> forced = 0
+  :: else -> skip
+  fi;
+  sub_st[s] = 0;
+  sub_len[s] = 0;
+  nsub--;
+  printf("MSC: I/O: submission %d completes (error=%d)\n", s, how == E_RANS_IOERR);
+  xi = 0;
+  do
+  :: xi < NRD ->
+     if
+     :: rd_st[xi] == FLYING && rd_sub[xi] == s ->
+        qinfl[rd_own[xi]]--;
+        rd_st[xi] = ANSWERED;
+        wl_push(how * 32 + xi)
+     :: else -> skip
+     fi;
+     xi++
+  :: else -> break
+  od;
+  xi = 0;
+  Dispatch();
+  Settle()
+}
+
+active proctype IoDevice() {
+  byte s, how;
+end_io:
+  do
+  :: atomic {
+     if   /* which submission completes (any order), and how */
+     :: sub_st[0] -> s = 0
+     :: sub_st[1] -> s = 1
+#if NSUB > 2
+     :: sub_st[2] -> s = 2
+#endif
+     fi;
+     if
+     :: how = E_RANS_OK
+#if IOERR
+     :: how = E_RANS_IOERR
+#endif
+     fi;
+     d_step { Complete(s, how); s = 0; how = 0 }
+     }
+  od
+}
+
+/* A maintenance thread (outside the arena) runs CPU work through RunAndWait and blocks there:
+   allowed, it is not an arena slot. @mirrors RunAndWait core/exec/run_and_wait.cc */
+active proctype Admin() {
+  d_step { tq_push(T_MAINT * 4) };
+  maint_done   /* WaitState::AllDone, awaited on the admin thread */
+}
+
+#if DEADLINES
+/* Deadlines pass in arrival order (one timeout for all); the client or gRPC's deadline cancels
+   the token at any time. @mirrors CancelToken::Cancel core/base/cancel.h */
+active proctype Canceller() {
+  byte r, c;
+end_cancel:
+  do
+  :: d_step {
+       r < NREQ && !expired[r] ->
+       expired[r] = 1;   /* Check() now fails; queued reads expire at the next Dispatch */
+       printf("MSC: r%d's deadline passes\n", r);
+       r++
+     }
+  :: atomic {
+     if   /* which request's token is cancelled */
+     :: !cancelled[0] -> c = 0
+     :: !cancelled[1] -> c = 1
+#if NREQ > 2
+     :: !cancelled[2] -> c = 2
+#endif
+     fi;
+     d_step {
+       cancelled[c] = 1;
+       printf("MSC: r%d is cancelled\n", c);
+       if
+       :: arrived[c] && !answered[c] ->   /* @mirrors IvfSearchJob::Abort core/index/ivf_search.cc */
+          FailLocked(c); pp = pp | (1 << c); Settle()
+       :: else -> skip
+       fi;
+       c = 0
+     }
+     }
+  od
+}
+#endif
+
+#define ALLDONE (answered[0] && answered[1] && (NREQ < 3 || answered[NREQ - 1]))
+ltl live { <> ALLDONE }
