@@ -58,7 +58,7 @@ void PartitionCache::Get(const PartitionKey& key, uint64_t bytes, Admission admi
     std::move(callback)(std::move(handle));
     return;
   }
-  if (!MakeRoomLocked(bytes) && admission == Admission::kIfRoom) {
+  if (!MakeRoomLocked(bytes, admission) && admission == Admission::kIfRoom) {
     ++stats_.rejected;
     absl::Status full = absl::ResourceExhaustedError(
         absl::StrCat("partition cache: ", bytes, " bytes do not fit in the budget of ", budget_,
@@ -72,6 +72,7 @@ void PartitionCache::Get(const PartitionKey& key, uint64_t bytes, Admission admi
   e.bytes = bytes;
   e.waiters.push_back(std::move(callback));
   stats_.used_bytes += bytes;
+  loading_bytes_ += bytes;
   ++stats_.misses;
   mu_.Unlock();
   std::move(loader)([this, key](absl::StatusOr<PartitionBytes> r) { OnLoaded(key, std::move(r)); });
@@ -84,6 +85,7 @@ void PartitionCache::OnLoaded(const PartitionKey& key, absl::StatusOr<PartitionB
     absl::MutexLock lock(&mu_);
     Entry& e = entries_.at(key);
     waiters = std::move(e.waiters);
+    loading_bytes_ -= e.bytes;
     if (!result.ok()) {
       stats_.used_bytes -= e.bytes;
       entries_.erase(key);
@@ -117,7 +119,7 @@ void PartitionCache::Unpin(const PartitionKey& key) {
   if (--e.pins == 0) {
     stats_.pinned_bytes -= e.bytes;
     // Over budget only through kAlways admissions: shrink back as soon as pins allow.
-    if (stats_.used_bytes > budget_) MakeRoomLocked(0);
+    if (stats_.used_bytes > budget_) MakeRoomLocked(0, Admission::kAlways);
   }
 }
 
@@ -166,7 +168,10 @@ bool PartitionCache::EvictOneLocked(std::list<PartitionKey>& queue, bool small) 
   return false;
 }
 
-bool PartitionCache::MakeRoomLocked(uint64_t need) {
+bool PartitionCache::MakeRoomLocked(uint64_t need, Admission admission) {
+  if (admission == Admission::kIfRoom && stats_.pinned_bytes + loading_bytes_ + need > budget_) {
+    return false;
+  }
   while (stats_.used_bytes + need > budget_) {
     const bool prefer_small = small_bytes_ > small_target_ || main_.empty();
     if (prefer_small ? EvictOneLocked(small_, true) : EvictOneLocked(main_, false)) continue;

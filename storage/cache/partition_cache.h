@@ -124,8 +124,10 @@ class PartitionCache {
 
   void Unpin(const PartitionKey& key);
   void OnLoaded(const PartitionKey& key, absl::StatusOr<PartitionBytes> result);
-  // Evicts unpinned entries until `need` more bytes fit; false if they cannot.
-  bool MakeRoomLocked(uint64_t need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts unpinned entries until `need` more bytes fit; false if they cannot. With
+  // kIfRoom nothing is evicted for a request that would not fit even with every unpinned
+  // entry gone (a refusal must not flush the cache); kAlways evicts what it can.
+  bool MakeRoomLocked(uint64_t need, Admission admission) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvictOneLocked(std::list<PartitionKey>& queue, bool small)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RememberGhostLocked(const PartitionKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -140,6 +142,7 @@ class PartitionCache {
   std::unordered_set<PartitionKey, PartitionKeyHash> ghost_ ABSL_GUARDED_BY(mu_);
   std::deque<PartitionKey> ghost_order_ ABSL_GUARDED_BY(mu_);
   uint64_t small_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t loading_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // entries being loaded: not evictable
   CacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

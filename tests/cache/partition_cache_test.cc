@@ -65,6 +65,24 @@ TEST(PartitionCache, NeverEvictsPinnedAndAlwaysAdmitsTheOldestQuerysRead) {
   EXPECT_EQ(cache.stats().evictions, 1u);
 }
 
+// A read refused for room must not flush the cache on its way out: unpinned entries stay when
+// evicting them all would still not make room.
+TEST(PartitionCache, ARefusedReadEvictsNothing) {
+  PartitionCache cache(100);
+  auto pinned = GetNow(cache, 1, 50);
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_TRUE(GetNow(cache, 2, 40).ok());  // cached, unpinned once the handle is gone
+  EXPECT_EQ(GetNow(cache, 3, 60).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.stats().evictions, 0u);
+  auto again = GetNow(cache, 2, 40);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->hit());
+  // One that fits once the unpinned entry goes still evicts it.
+  *again = PartitionHandle();
+  ASSERT_TRUE(GetNow(cache, 4, 50).ok());
+  EXPECT_EQ(cache.stats().evictions, 1u);
+}
+
 TEST(PartitionCache, RandomWorkloadNeverExceedsTheBudget) {
   PartitionCache cache(10000);
   std::mt19937 rng(4);
@@ -93,16 +111,17 @@ TEST(PartitionCache, ConcurrentRequestsForOnePartitionShareOneLoad) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       for (uint32_t p = 0; p < 50; ++p) {
-        cache.Get({9, p}, 4096, Admission::kIfRoom,
-                  [&](PartitionCache::LoadDone done) {
-                    loads.fetch_add(1);
-                    std::lock_guard<std::mutex> lock(mu);
-                    parked.push_back(std::move(done));
-                  },
-                  [&](absl::StatusOr<PartitionHandle> h) {
-                    EXPECT_TRUE(h.ok());
-                    answered.fetch_add(1);
-                  });
+        cache.Get(
+            {9, p}, 4096, Admission::kIfRoom,
+            [&](PartitionCache::LoadDone done) {
+              loads.fetch_add(1);
+              std::lock_guard<std::mutex> lock(mu);
+              parked.push_back(std::move(done));
+            },
+            [&](absl::StatusOr<PartitionHandle> h) {
+              EXPECT_TRUE(h.ok());
+              answered.fetch_add(1);
+            });
       }
     });
   }
@@ -121,9 +140,10 @@ TEST(PartitionCache, LoadErrorsReachEveryWaiterAndAreNotCached) {
   PartitionCache::LoadDone pending;
   int errors = 0;
   for (int i = 0; i < 3; ++i) {
-    cache.Get({1, 1}, 100, Admission::kIfRoom,
-              [&](PartitionCache::LoadDone done) { pending = std::move(done); },
-              [&](absl::StatusOr<PartitionHandle> h) { errors += !h.ok(); });
+    cache.Get(
+        {1, 1}, 100, Admission::kIfRoom,
+        [&](PartitionCache::LoadDone done) { pending = std::move(done); },
+        [&](absl::StatusOr<PartitionHandle> h) { errors += !h.ok(); });
   }
   std::move(pending)(absl::DataLossError("checksum mismatch"));
   EXPECT_EQ(errors, 3);
@@ -135,12 +155,14 @@ TEST(PartitionCache, AScanOfOneHitPartitionsDoesNotFlushTheHotSet) {
   PartitionCache cache(100 * 100);  // room for 100 partitions of 100 bytes
   std::atomic<int> loads{0};
   for (int round = 0; round < 3; ++round) {
-    for (uint32_t p = 0; p < 50; ++p) ASSERT_TRUE(GetNow(cache, p, 100, Admission::kIfRoom, &loads).ok());
+    for (uint32_t p = 0; p < 50; ++p)
+      ASSERT_TRUE(GetNow(cache, p, 100, Admission::kIfRoom, &loads).ok());
   }
   const int hot_loads = loads.load();
   for (uint32_t p = 1000; p < 3000; ++p) ASSERT_TRUE(GetNow(cache, p, 100).ok());  // the scan
   loads = 0;
-  for (uint32_t p = 0; p < 50; ++p) ASSERT_TRUE(GetNow(cache, p, 100, Admission::kIfRoom, &loads).ok());
+  for (uint32_t p = 0; p < 50; ++p)
+    ASSERT_TRUE(GetNow(cache, p, 100, Admission::kIfRoom, &loads).ok());
   EXPECT_EQ(hot_loads, 50);
   EXPECT_EQ(loads.load(), 0) << "the scan evicted hot partitions";
 }
