@@ -1,6 +1,7 @@
 // The UpsertStream reactor: bulk load over one client stream.
 //
-// Each message is validated and handed to the collection's WAL like a unary Upsert. Up to
+// Each message is validated and handed to the collection's WAL like a unary Upsert, in stream
+// order (the next message is read only once this one is handed over). Up to
 // kMaxOutstanding messages may wait for their group commit at once; past that the reactor
 // stops reading (flow control reaches the client through HTTP/2) and resumes when a commit
 // completes. The single response is sent when the client has half-closed and every message
@@ -66,8 +67,8 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
           // reactor cannot be deleted) until this write has reported back.
           ++outstanding_;
           ++message_index_;
+          handing_over_ = true;
           target = collection_;
-          if (outstanding_ < kMaxOutstanding) ReadNextLocked();
         }
       }
     }
@@ -75,9 +76,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
       Finish(*finish);
       return;
     }
-    if (target) {
-      target->Upsert(std::move(records), [this](absl::StatusOr<uint64_t> n) { OnCommitted(n); });
-    }
+    if (target) HandOver(std::move(target), std::move(records));
   }
 
   void OnDone() override {
@@ -122,6 +121,23 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     return absl::OkStatus();
   }
 
+  // Gives one message to the WAL, then reads the next: messages reach the collection in stream
+  // order, so a later value for an id always wins. (Reading the next message before this one
+  // was handed over let two OnReadDone calls race into Upsert.) handing_over_ keeps the call
+  // from finishing while this runs without mu_, as a commit may report back inline.
+  void HandOver(std::shared_ptr<storage::Collection> target,
+                std::vector<storage::PointRecord> records) ABSL_LOCKS_EXCLUDED(mu_) {
+    target->Upsert(std::move(records), [this](absl::StatusOr<uint64_t> n) { OnCommitted(n); });
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      handing_over_ = false;
+      MaybeReadNextLocked();
+      finish = MaybeFinishLocked();
+    }
+    if (finish) Finish(*finish);
+  }
+
   void OnCommitted(absl::StatusOr<uint64_t> n) {
     std::optional<grpc::Status> finish;
     // Copied under the lock: once it is released another thread may finish (and delete) this.
@@ -135,7 +151,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
       } else {
         upserted_ += *n;
         written = collection_;
-        if (!input_done_ && !reading_ && error_.ok()) ReadNextLocked();
+        MaybeReadNextLocked();
       }
       finish = MaybeFinishLocked();
     }
@@ -144,7 +160,11 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
     if (finish) Finish(*finish);
   }
 
-  void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // One read at a time, none while a message is being handed over, and at most
+  // kMaxOutstanding messages waiting for their commit.
+  void MaybeReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (input_done_ || reading_ || handing_over_ || !error_.ok()) return;
+    if (outstanding_ >= kMaxOutstanding) return;
     reading_ = true;
     StartRead(&raw_);
   }
@@ -156,7 +176,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 
   // The status to finish with, once: when input is done and no commit is outstanding.
   std::optional<grpc::Status> MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || !input_done_ || outstanding_ > 0) return std::nullopt;
+    if (finished_ || !input_done_ || outstanding_ > 0 || handing_over_) return std::nullopt;
     finished_ = true;
     if (error_.ok()) {
       v1::UpsertResponse response;
@@ -181,6 +201,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   v1::UpsertRequest request_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<storage::Collection> collection_ ABSL_GUARDED_BY(mu_);
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool handing_over_ ABSL_GUARDED_BY(mu_) = false;  // HandOver() is giving a message to the WAL
   bool input_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
