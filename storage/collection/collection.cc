@@ -123,14 +123,7 @@ absl::Status Collection::OpenSegments() {
     state->segment_seqs.push_back(e.seq);
   }
   for (const Tombstone& t : manifest->tombstones) tombstones_->Set(t.id, t.seq);
-  // Dead rows among the segments, for live counts.
-  uint64_t dead = 0;
-  for (const Tombstone& t : manifest->tombstones) {
-    for (size_t s = 0; s < state->segments.size(); ++s) {
-      if (state->segments[s]->Contains(t.id) && t.seq > state->segment_seqs[s]) ++dead;
-    }
-  }
-  segment_dead_ = dead;
+  segment_dead_ = CountDeadRows(*state);  // for live counts
   SetState(std::move(state));
   return absl::OkStatus();
 }
@@ -223,15 +216,34 @@ bool Collection::LiveInSegments(const ReadState& state, uint64_t id) const {
   return false;
 }
 
+uint64_t Collection::CountDeadRows(const ReadState& state) const {
+  if (state.segments.empty()) return 0;
+  const uint64_t oldest = *std::min_element(state.segment_seqs.begin(), state.segment_seqs.end());
+  uint64_t dead = 0;
+  for (const Tombstone& t : tombstones_->Above(oldest)) {
+    for (size_t s = 0; s < state.segments.size(); ++s) {
+      if (t.seq > state.segment_seqs[s] && state.segments[s]->Contains(t.id)) ++dead;
+    }
+  }
+  return dead;
+}
+
+bool Collection::KillInSegments(uint64_t id, uint64_t seq) {
+  // Against the latest segments, not the write's own snapshot: a flush may have installed the
+  // row's segment since. Install() counts under the same lock, so each row is counted once.
+  absl::MutexLock lock(&state_mu_);
+  const bool live = LiveInSegments(*state_, id);
+  if (live) segment_dead_.fetch_add(1);
+  tombstones_->Set(id, seq);
+  return live;
+}
+
 uint64_t Collection::ApplyUpsert(const ReadState& state, uint64_t seq,
                                  const std::vector<PointRecord>& points) {
   const bool segments = !state.segments.empty() || !state.frozen.empty();
   for (const PointRecord& p : points) {
     for (const auto& frozen : state.frozen) frozen->Delete(p.id);
-    if (segments) {
-      if (LiveInSegments(state, p.id)) segment_dead_.fetch_add(1);
-      tombstones_->Set(p.id, seq);
-    }
+    if (segments) KillInSegments(p.id, seq);
     state.active->Upsert(p);
   }
   return points.size();
@@ -244,13 +256,7 @@ uint64_t Collection::ApplyDelete(const ReadState& state, uint64_t seq,
   for (uint64_t id : ids) {
     bool existed = state.active->Delete(id);
     for (const auto& frozen : state.frozen) existed = frozen->Delete(id) || existed;
-    if (segments) {
-      if (LiveInSegments(state, id)) {
-        segment_dead_.fetch_add(1);
-        existed = true;
-      }
-      tombstones_->Set(id, seq);
-    }
+    if (segments && KillInSegments(id, seq)) existed = true;
     deleted += existed ? 1 : 0;
   }
   return deleted;

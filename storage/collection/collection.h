@@ -175,6 +175,10 @@ class Collection {
   // thread and its result goes to `done`.
   void AppendWrite(std::string record, Apply apply, WriteDone done);
   bool LiveInSegments(const ReadState& state, uint64_t id) const;
+  // Tombstones `id` at `seq`; true (and one more dead segment row) if a segment held it live.
+  bool KillInSegments(uint64_t id, uint64_t seq) ABSL_LOCKS_EXCLUDED(state_mu_);
+  // Dead rows among `state`'s segments, from the tombstones.
+  uint64_t CountDeadRows(const ReadState& state) const;
   std::shared_ptr<const ReadState> state() const;
   void SetState(std::shared_ptr<const ReadState> state);
   // The WAL being appended to (null when the collection opened read-only).

@@ -227,6 +227,9 @@ absl::Status Collection::Install(CollectionManifest next, std::shared_ptr<Segmen
     state->segments = std::move(segments);
     state->segment_seqs = std::move(seqs);
     state->frozen.erase(state->frozen.begin(), state->frozen.begin() + long(consumed_frozen));
+    // Rows of the new segment that writes applied during its build have already superseded
+    // count as dead from now on (KillInSegments counts later ones, under this lock).
+    segment_dead_ = CountDeadRows(*state);
     state_ = std::move(state);
   }
   // Old files go once nothing new refers to them; queries still reading an old segment keep
@@ -283,7 +286,6 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
     SHOAL_RETURN_IF_ERROR(
         Install(std::move(next), segment, frozen_state->segments, frozen_state->frozen.size()));
     tombstones_->DropUpTo(cut.seq);
-    segment_dead_ = 0;
     return absl::StrFormat(
         "built %s over %d vectors: nlist %d, 1 segment (%.1f MiB); trained in %.1f s, %.1f s in "
         "all",
@@ -366,7 +368,6 @@ absl::StatusOr<std::string> Collection::Merge(core::Executor& cpu) {
   next.tombstones.clear();
   SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, current->segments, 0));
   tombstones_->DropUpTo(seq);
-  segment_dead_ = 0;
   return absl::StrCat("merged ", current->segments.size(), " segments into segment ", segment->id(),
                       " (", n, " live vectors)");
 }

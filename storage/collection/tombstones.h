@@ -45,6 +45,14 @@ class Tombstones {
     }
     return out;
   }
+  std::vector<Tombstone> Above(uint64_t seq) const {
+    absl::ReaderMutexLock lock(&mu_);
+    std::vector<Tombstone> out;
+    for (const auto& [id, s] : seq_of_) {
+      if (s > seq) out.push_back({id, s});
+    }
+    return out;
+  }
   size_t size() const {
     absl::ReaderMutexLock lock(&mu_);
     return seq_of_.size();
