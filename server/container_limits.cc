@@ -136,7 +136,7 @@ std::optional<int> CpuQuotaAt(const std::string& dir, bool v2, std::string* file
     period = ReadInt(dir + "/cpu.cfs_period_us").value_or(0);
   }
   if (quota <= 0 || period <= 0) return std::nullopt;
-  return int(std::max<int64_t>(1, quota / period));
+  return int(std::clamp<int64_t>(quota / period, 1, 1 << 20));  // a huge quota: no wrap
 }
 
 std::optional<int64_t> MemoryAt(const std::string& dir, bool v2, std::string* file) {

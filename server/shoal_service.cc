@@ -204,12 +204,13 @@ void ShoalService::Upsert(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     return;
   }
   (*c)->Upsert(ToPointRecords(*req), [this, r, resp, collection = *c](absl::StatusOr<uint64_t> n) {
+    // Before the call finishes: once it has, the server may be shutting down and its
+    // maintenance executor gone.
+    if (n.ok()) MaybeFlush(collection);
     Guarded(r, [&] {
       if (n.ok()) resp->set_upserted(*n);
       r->FinishWith(n.status());
     })();
-    // After FinishWith `r` may be gone: nothing below may touch it.
-    if (n.ok()) MaybeFlush(collection);
   });
 }
 
@@ -475,13 +476,23 @@ void ShoalService::QueueFlushIfDue(const std::shared_ptr<storage::Collection>& c
     if (!flushing_.insert(collection->name()).second) return;
   }
   maintenance()->Submit([this, collection] {
-    auto flushed = collection->Flush(*cpu_);
+    absl::Status flushed;
+    try {
+      flushed = collection->Flush(*cpu_).status();
+    } catch (const std::exception& e) {  // e.g. bad_alloc: the flag below must still clear
+      flushed = absl::InternalError(e.what());
+    }
     if (!flushed.ok()) {
       core::Logger("server")->error("{}: background flush failed: {}", collection->name(),
-                                    flushed.status().ToString());
+                                    flushed.ToString());
     }
-    absl::MutexLock lock(&flush_mu_);
-    flushing_.erase(collection->name());
+    {
+      absl::MutexLock lock(&flush_mu_);
+      flushing_.erase(collection->name());
+    }
+    // Rows that arrived during this flush asked for one and were turned away above: look again
+    // (a bulk load that ends mid-flush would otherwise leave them in the memtable).
+    if (flushed.ok()) MaybeFlush(collection);
   });
 }
 

@@ -127,7 +127,13 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   // from finishing while this runs without mu_, as a commit may report back inline.
   void HandOver(std::shared_ptr<storage::Collection> target,
                 std::vector<storage::PointRecord> records) ABSL_LOCKS_EXCLUDED(mu_) {
-    target->Upsert(std::move(records), [this](absl::StatusOr<uint64_t> n) { OnCommitted(n); });
+    std::shared_ptr<storage::Collection> written = target;
+    target->Upsert(std::move(records), [this, written](absl::StatusOr<uint64_t> n) {
+      // Bulk loads past collection.flush_rows flush in the background, as unary upserts do.
+      // Before OnCommitted: once it runs, the call may finish and the server shut down.
+      if (n.ok()) service_->MaybeFlush(written);
+      OnCommitted(n);
+    });
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
@@ -140,9 +146,6 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 
   void OnCommitted(absl::StatusOr<uint64_t> n) {
     std::optional<grpc::Status> finish;
-    // Copied under the lock: once it is released another thread may finish (and delete) this.
-    ShoalService* const service = service_;
-    std::shared_ptr<storage::Collection> written;
     {
       absl::MutexLock lock(&mu_);
       --outstanding_;
@@ -150,13 +153,10 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
         FailLocked(n.status());
       } else {
         upserted_ += *n;
-        written = collection_;
         MaybeReadNextLocked();
       }
       finish = MaybeFinishLocked();
     }
-    // Bulk loads past collection.flush_rows flush in the background, as unary upserts do.
-    if (written) service->MaybeFlush(written);
     if (finish) Finish(*finish);
   }
 

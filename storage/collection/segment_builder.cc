@@ -243,6 +243,9 @@ absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfMode
       const uint32_t p = assign[selected[j]];
       const PartitionExtent& e = layout.extents[p];
       const uint64_t k = cursor[p - first]++;
+      if (k >= e.count) {  // a spill that disagrees with the counts must not write past `out`
+        return absl::InternalError("segment build: the spill changed between passes");
+      }
       char* part = out.data() + (e.offset - base);
       std::memcpy(part + k * 8, &ids[selected[j]], 8);
       std::memcpy(part + e.count * 8 + k * code_size, codes.data() + j * code_size, code_size);

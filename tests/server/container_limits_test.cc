@@ -56,6 +56,16 @@ TEST(ContainerLimits, CgroupV2QuotaRoundsDownAndMemoryIsRead) {
   EXPECT_EQ(limits.memory_source, "cgroup v2 /sys/fs/cgroup/memory.max");
 }
 
+// A quota of billions of CPUs is no limit in practice; it must not wrap into a negative count.
+TEST(ContainerLimits, AHugeQuotaDoesNotWrap) {
+  FakeRoot root;
+  root.V2Mount();
+  root.Write("/sys/fs/cgroup/cpu.max", "99999999999999 1000\n");
+  ContainerLimits limits = ReadContainerLimits(root.path());
+  ASSERT_TRUE(limits.cpu_quota.has_value());
+  EXPECT_GT(*limits.cpu_quota, 1000);
+}
+
 TEST(ContainerLimits, CgroupV2MaxMeansNoLimit) {
   FakeRoot root;
   root.V2Mount();

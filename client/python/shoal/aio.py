@@ -112,8 +112,8 @@ class AsyncClient:
                 if report:
                     report(hi, plan.total)
             await call.done_writing()
-        except grpc.RpcError:
-            pass  # the call's own status (awaited below) says why
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            pass  # the server ended the call: its own status (awaited below) says why
         except BaseException:
             call.cancel()
             raise
