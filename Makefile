@@ -64,7 +64,6 @@ run: build
 
 test: deps
 	@for p in $(PRESETS_TESTED); do $(MAKE) --no-print-directory test-$$p || exit 1; done
-	@$(MAKE) --no-print-directory model-check
 
 # The protocol's model (tests/model/README.md): must pass; its seeded bugs must fail.
 model-check: deps

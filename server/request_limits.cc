@@ -62,7 +62,7 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
   const uint64_t queries = nq * vector_bytes;
   const uint64_t candidates = nq * per_query * kCandidateBytes;
   const uint64_t tables = nq * shape.table_bytes_per_query;
-  const uint64_t plan = nq * uint64_t(shape.nprobe) * shape.num_segments * 2 * sizeof(uint32_t);
+  const uint64_t plan = nq * shape.plan_entries_per_query * 2 * sizeof(uint32_t);
   const uint64_t response =
       nq * k *
       (kNeighborBytes + packed +

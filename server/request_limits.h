@@ -38,8 +38,9 @@ struct RequestLimits {
 struct SearchShape {
   uint32_t dim = 0;
   uint64_t table_bytes_per_query = 0;  // per-query prepared state, summed over segments
-  uint32_t num_segments = 0;
-  uint32_t nprobe = 0;  // effective
+  // Partitions the plan holds per query, summed over segments: the effective nprobe of each
+  // IVF segment, every partition of an exact one.
+  uint64_t plan_entries_per_query = 0;
 };
 
 // Estimated bytes the request will hold, or the error that refuses it.

@@ -296,12 +296,12 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
                     uint32_t nprobe) {
   SearchShape shape;
   shape.dim = collection.dim();
-  shape.nprobe = nprobe;
-  shape.num_segments = uint32_t(snapshot.segments.size());
   for (const core::IvfSegmentRef& seg : snapshot.segments) {
     shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
-    // Exact segments are scanned whole: every partition is in the plan (an upper bound).
-    if (seg.model->exact) shape.nprobe = std::max(shape.nprobe, uint32_t(seg.model->nlist()));
+    // As the engine plans each segment: exact ones whole, IVF ones at nprobe.
+    const uint64_t nlist = seg.model->nlist();
+    shape.plan_entries_per_query +=
+        seg.model->exact ? nlist : std::min<uint64_t>(std::max<uint32_t>(1, nprobe), nlist);
   }
   return shape;
 }

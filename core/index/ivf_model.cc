@@ -34,16 +34,10 @@ namespace {
 // signals bad input and internal failures with exceptions, and allocation can fail anywhere.
 template <typename Fn>
 absl::Status Guarded(const char* step, Fn&& fn) {
-  try {
+  return CatchExceptions(step, [&] {
     fn();
     return absl::OkStatus();
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(step, ": out of memory"));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(step, " failed: ", e.what()));
-  } catch (...) {
-    return absl::InternalError(absl::StrCat(step, " failed with a non-standard exception"));
-  }
+  });
 }
 
 void TrainCoarse(const float* vectors, size_t n, uint32_t dim, Metric metric,

@@ -264,34 +264,38 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
   SHOAL_RETURN_IF_ERROR(CheckOpenForMaintenance());
   const Clock::time_point start = Clock::now();
   SetProgress("freezing", 0);
-  absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
-    maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
-    SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
-    const auto frozen_state = state();
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
-                           GatherRows(*frozen_state, true, true));
-    const uint64_t n = rows->rows();
-    if (n == 0) return std::string("the collection is empty; nothing to build");
-    const Clock::time_point train_start = Clock::now();
-    SHOAL_ASSIGN_OR_RETURN(core::IvfModel model, Train(cpu, *rows));
-    const double train_s = SecondsSince(train_start);
-    SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
-                           WriteAndOpenSegment(cpu, model, *rows));
-    rows.reset();  // the spill files go before the install
-    CollectionManifest next = *manifest();
-    next.segments = {{segment->id(), cut.seq, n}};
-    next.tombstones.clear();
-    next.write_seq = cut.seq;
-    next.first_wal_seq = cut.new_wal_seq;
-    SHOAL_RETURN_IF_ERROR(
-        Install(std::move(next), segment, frozen_state->segments, frozen_state->frozen.size()));
-    tombstones_->DropUpTo(cut.seq);
-    return absl::StrFormat(
-        "built %s over %d vectors: nlist %d, 1 segment (%.1f MiB); trained in %.1f s, %.1f s in "
-        "all",
-        EncodingName(model.encoding), n, model.nlist(), double(segment->disk_bytes()) / (1 << 20),
-        train_s, SecondsSince(start));
-  }();
+  // An exception (an allocation failing) becomes the build's status, so the progress and
+  // memory are still reset below.
+  absl::StatusOr<std::string> result =
+      CatchExceptions("building the index", [&]() -> absl::StatusOr<std::string> {
+        maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
+        SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
+        const auto frozen_state = state();
+        SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
+                               GatherRows(*frozen_state, true, true));
+        const uint64_t n = rows->rows();
+        if (n == 0) return std::string("the collection is empty; nothing to build");
+        const Clock::time_point train_start = Clock::now();
+        SHOAL_ASSIGN_OR_RETURN(core::IvfModel model, Train(cpu, *rows));
+        const double train_s = SecondsSince(train_start);
+        SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
+                               WriteAndOpenSegment(cpu, model, *rows));
+        rows.reset();  // the spill files go before the install
+        CollectionManifest next = *manifest();
+        next.segments = {{segment->id(), cut.seq, n}};
+        next.tombstones.clear();
+        next.write_seq = cut.seq;
+        next.first_wal_seq = cut.new_wal_seq;
+        SHOAL_RETURN_IF_ERROR(
+            Install(std::move(next), segment, frozen_state->segments, frozen_state->frozen.size()));
+        tombstones_->DropUpTo(cut.seq);
+        return absl::StrFormat(
+            "built %s over %d vectors: nlist %d, 1 segment (%.1f MiB); trained in %.1f s, %.1f s "
+            "in "
+            "all",
+            EncodingName(model.encoding), n, model.nlist(),
+            double(segment->disk_bytes()) / (1 << 20), train_s, SecondsSince(start));
+      });
   SetProgress(nullptr, 0);
   ReturnMemory();
   if (result.ok()) core::Logger("collection")->info("{}: {}", name_, *result);
@@ -311,40 +315,41 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
   if (before->active->live_count() == 0 && before->frozen.empty()) {
     return std::string("the memtable is empty; nothing to flush");
   }
-  absl::StatusOr<std::string> result = [&]() -> absl::StatusOr<std::string> {
-    maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
-    SetProgress("freezing", 0);
-    SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
-    const auto frozen_state = state();
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
-                           GatherRows(*frozen_state, false, true));
-    const uint64_t n = rows->rows();
-    std::string message;
-    if (n > 0) {
-      // Encoded with the newest IVF model; a collection without one (FLAT, or IVF never
-      // built) gets an exact segment.
-      const auto& segments = frozen_state->segments;
-      const core::IvfModel model = segments.empty() || segments.back()->model()->exact
-                                       ? ExactModelFor(dim_, metric_, n)
-                                       : *segments.back()->model();
-      SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
-                             WriteAndOpenSegment(cpu, model, *rows));
-      rows.reset();
-      CollectionManifest next = *manifest();
-      next.segments.push_back({segment->id(), cut.seq, n});
-      next.tombstones = tombstones_->UpTo(cut.seq);
-      next.write_seq = cut.seq;
-      next.first_wal_seq = cut.new_wal_seq;
-      SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, {}, frozen_state->frozen.size()));
-      message = absl::StrCat("flushed ", n, " vectors into ", model.exact ? "exact " : "",
-                             "segment ", segment->id());
-    }
-    if (state()->segments.size() > kMaxSegments) {
-      SHOAL_ASSIGN_OR_RETURN(std::string merged, Merge(cpu));
-      absl::StrAppend(&message, "; ", merged);
-    }
-    return message.empty() ? std::string("nothing live to flush") : message;
-  }();
+  absl::StatusOr<std::string> result =
+      CatchExceptions("flushing", [&]() -> absl::StatusOr<std::string> {
+        maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
+        SetProgress("freezing", 0);
+        SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
+        const auto frozen_state = state();
+        SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
+                               GatherRows(*frozen_state, false, true));
+        const uint64_t n = rows->rows();
+        std::string message;
+        if (n > 0) {
+          // Encoded with the newest IVF model; a collection without one (FLAT, or IVF never
+          // built) gets an exact segment.
+          const auto& segments = frozen_state->segments;
+          const core::IvfModel model = segments.empty() || segments.back()->model()->exact
+                                           ? ExactModelFor(dim_, metric_, n)
+                                           : *segments.back()->model();
+          SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
+                                 WriteAndOpenSegment(cpu, model, *rows));
+          rows.reset();
+          CollectionManifest next = *manifest();
+          next.segments.push_back({segment->id(), cut.seq, n});
+          next.tombstones = tombstones_->UpTo(cut.seq);
+          next.write_seq = cut.seq;
+          next.first_wal_seq = cut.new_wal_seq;
+          SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, {}, frozen_state->frozen.size()));
+          message = absl::StrCat("flushed ", n, " vectors into ", model.exact ? "exact " : "",
+                                 "segment ", segment->id());
+        }
+        if (state()->segments.size() > kMaxSegments) {
+          SHOAL_ASSIGN_OR_RETURN(std::string merged, Merge(cpu));
+          absl::StrAppend(&message, "; ", merged);
+        }
+        return message.empty() ? std::string("nothing live to flush") : message;
+      });
   SetProgress(nullptr, 0);
   ReturnMemory();
   if (result.ok()) core::Logger("collection")->info("{}: {}", name_, *result);

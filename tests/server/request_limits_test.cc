@@ -17,7 +17,7 @@ v1::SearchRequest SearchOf(int queries, uint32_t dim, uint32_t k, uint32_t refin
   return req;
 }
 
-SearchShape FlatShape(uint32_t dim) { return {dim, 4, 1, 16}; }
+SearchShape FlatShape(uint32_t dim) { return {dim, 4, 16}; }
 
 TEST(RequestLimits, AnOrdinarySearchIsAdmittedWithAnEstimate) {
   auto cost = SearchCost(SearchOf(10, 128, 10), FlatShape(128), RequestLimits{});
@@ -69,7 +69,7 @@ TEST(RequestLimits, PackedResultsCostTheArraysAloneUnlessHitsComeToo) {
 
 TEST(RequestLimits, PqTablesCountPerQueryAndSegment) {
   // 2000 queries x (m 64 x 256 floats) x 4 segments = 500 MiB of tables.
-  SearchShape shape{128, 4 * (64 * 256 * 4), 4, 16};
+  SearchShape shape{128, 4 * (64 * 256 * 4), 4 * 16};
   auto cost = SearchCost(SearchOf(2000, 128, 10), shape, RequestLimits{});
   EXPECT_EQ(cost.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(cost.status().message()), HasSubstr("limits.max_request_bytes"));
