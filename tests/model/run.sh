@@ -98,7 +98,7 @@ for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen \
   hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen; do
   cfg=2
   case $cover in
-    forced_seen | attach_seen) cfg=1 ;;
+    forced_seen | attach_seen | evicted_seen) cfg=1 ;;
     coalesced_seen | retry_seen | expired_seen | cancelq_seen | batch2_seen) cfg=6 ;;
   esac
   verify "cover-$cover-cfg$cfg" assertion safety -DCFG=$cfg -DDEADLINES=1 -DIOERR=1 -DCOVER=$cover

@@ -134,11 +134,29 @@ inline FailLocked(r) {
 
 /* @mirrors PartitionCache::MakeRoomLocked storage/cache/partition_cache.cc
    Evicts unpinned cached entries (lowest index first: S3-FIFO's order is abstracted) until
-   `need` more bytes fit; xok = fits. */
-inline MakeRoom(need) {
+   `need` more bytes fit; xok = fits. With `ifroom` (kIfRoom) nothing is evicted for a read
+   that cannot fit next to the pinned and loading bytes: it is refused at once. */
+inline MakeRoom(need, ifroom) {
   xok = 1;
+  if
+  :: ifroom ->
+     xbest = 0;
+     xk = 0;
+     do
+     :: xk < NP && (cst[xk] == LOADING || (cst[xk] == CACHED && cpins[xk] > 0)) ->
+        xbest = xbest + psize[xk]; xk++
+     :: xk < NP && !(cst[xk] == LOADING || (cst[xk] == CACHED && cpins[xk] > 0)) -> xk++
+     :: else -> break
+     od;
+     if
+     :: xbest + need > CACHEB -> xok = 0
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi;
   do
-  :: cused + need <= CACHEB -> break
+  :: !xok -> break
+  :: xok && cused + need <= CACHEB -> break
   :: else ->
      xbest = NONE;
      xk = 0;
@@ -161,7 +179,7 @@ inline Unpin(ri) {
   :: ipin[ri] == PIN_CACHE ->
      cpins[plan[ri]]--;
      if
-     :: cpins[plan[ri]] == 0 && cused > CACHEB -> MakeRoom(0)
+     :: cpins[plan[ri]] == 0 && cused > CACHEB -> MakeRoom(0, 0)
      :: else -> skip
      fi
   :: else -> skip   /* PIN_BUFFER: the I/O buffer is freed; PIN_NONE: nothing */
@@ -372,7 +390,7 @@ inline FetchAttempt(r, i) {
   :: !TOKEN_BAD(r) && cst[xp] == LOADING -> cwait[xp] = cwait[xp] | (1 << RI(r, i)); attach_seen = 1
   :: !TOKEN_BAD(r) && cst[xp] == CACHED -> cpins[xp]++; hit_seen = 1; OnFetched(r, i, 1, PIN_CACHE)
   :: !TOKEN_BAD(r) && cst[xp] == ABSENT ->
-     MakeRoom(psize[xp]);
+     MakeRoom(psize[xp], 1);
      if
      :: xok ->
         cst[xp] = LOADING; cused = cused + psize[xp]; cwait[xp] = (1 << RI(r, i));
