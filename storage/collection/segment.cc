@@ -182,8 +182,10 @@ absl::Status Segment::ForEachRow(
   const size_t dim = meta_.model.dim, vector_bytes = dim * sizeof(float);
   std::vector<float> vectors(kRowsPerRead * dim);
   std::vector<uint64_t> ids(kRowsPerRead);
+  std::vector<char> buffer;
   for (uint32_t p = 0; p < meta_.nlist(); ++p) {
     const PartitionExtent& e = meta_.partitions[p];
+    SHOAL_RETURN_IF_ERROR(VerifyPartition(p, &buffer));
     for (uint32_t r0 = 0; r0 < e.count; r0 += kRowsPerRead) {
       const uint32_t n = uint32_t(std::min<uint64_t>(kRowsPerRead, e.count - r0));
       SHOAL_ASSIGN_OR_RETURN(size_t got, lists_->Read(e.offset + uint64_t(r0) * 8, n * 8,
@@ -201,6 +203,25 @@ absl::Status Segment::ForEachRow(
         fn(ids[r], vectors.data() + r * dim, a == attributes_.end() ? kNone : a->second);
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Segment::VerifyPartition(uint32_t p, std::vector<char>* buffer) const {
+  constexpr uint64_t kChunk = 1 << 20;
+  const PartitionExtent& e = meta_.partitions[p];
+  buffer->resize(size_t(std::min(kChunk, e.length)));
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < e.length;) {
+    const size_t n = size_t(std::min<uint64_t>(kChunk, e.length - done));
+    SHOAL_ASSIGN_OR_RETURN(size_t got, lists_->Read(e.offset + done, n, buffer->data()));
+    if (got != n) return absl::DataLossError(absl::StrCat(dir_, ": short read of partition ", p));
+    crc = Crc32c(std::string_view(buffer->data(), n), crc);
+    done += n;
+  }
+  if (crc != e.crc32c) {
+    return absl::DataLossError(
+        absl::StrCat(dir_, "/lists.dat: partition ", p, " does not match its checksum"));
   }
   return absl::OkStatus();
 }

@@ -63,7 +63,9 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   bool Contains(uint64_t id) const { return where_.contains(id); }
   // A row by id (blocking pread; run off the arena). NOT_FOUND if the segment has no such id.
   absl::StatusOr<StoredPoint> ReadPoint(uint64_t id, bool include_vector) const;
-  // Every row with its full-precision vector (blocking reads), for merges and rebuilds.
+  // Every row with its full-precision vector (blocking reads), for merges and rebuilds. Each
+  // partition's bytes are checked against its CRC first: a rebuild re-encodes rows under a
+  // fresh checksum, so a flipped bit must stop it here (DATA_LOSS) rather than be laundered.
   absl::Status ForEachRow(const std::function<void(uint64_t id, const float* vector,
                                                    const std::string& attributes)>& fn) const;
 
@@ -73,6 +75,9 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   void CancelQuery(uint64_t query_seq) override { scheduler_->CancelQuery(query_seq); }
 
  private:
+  // Streams partition `p` of lists.dat through CRC32C; DATA_LOSS on a mismatch.
+  absl::Status VerifyPartition(uint32_t p, std::vector<char>* buffer) const;
+
   struct Location {
     uint32_t partition = 0;
     uint32_t row = 0;

@@ -2,6 +2,7 @@
 // same segment whatever the budget, keeps every row and attribute, and slices exact segments.
 #include "storage/collection/segment_builder.h"
 
+#include <fstream>
 #include <random>
 
 #include "core/exec/tbb_executor.h"
@@ -111,6 +112,31 @@ TEST_F(SegmentBuilderTest, TheSegmentHoldsEveryRowWithItsVectorAndAttributes) {
   std::vector<uint64_t> counts(16);
   for (uint32_t p : assign) ++counts[p];
   for (uint32_t p = 0; p < 16; ++p) EXPECT_EQ((*seg)->meta().partitions[p].count, counts[p]);
+}
+
+// A merge or rebuild reads rows through ForEachRow: a flipped bit in a partition stops it with
+// DATA_LOSS instead of being re-encoded under a fresh, valid checksum (I-5).
+TEST_F(SegmentBuilderTest, ReadingRowsOfACorruptPartitionIsDataLoss) {
+  auto b = Fill("tmp", 64 << 10);
+  ASSERT_TRUE(
+      b->Write(cpu_, Train(*b, core::VectorEncoding::kFlat), dir_.Sub("seg"), nullptr).ok());
+  auto meta = DecodeIvfMeta(File("seg", "ivf.meta"));
+  ASSERT_TRUE(meta.ok());
+  std::string lists = File("seg", "lists.dat");
+  lists[meta->partitions[3].offset + 100] ^= 0x10;
+  std::ofstream(JoinPath(dir_.Sub("seg"), "lists.dat"), std::ios::binary | std::ios::trunc)
+      << lists;
+  IoSchedulerOptions io;
+  io.backend = IoBackendKind::kPread;
+  io.direct_io = false;
+  auto scheduler = IoScheduler::Create(io);
+  ASSERT_TRUE(scheduler.ok());
+  PartitionCache cache(1 << 20);
+  auto seg = Segment::Open(DefaultFileSystem(), dir_.Sub("seg"), 1, scheduler->get(), &cache);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  absl::Status s = (*seg)->ForEachRow([](uint64_t, const float*, const std::string&) {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("partition 3"), absl::string_view::npos) << s;
 }
 
 TEST_F(SegmentBuilderTest, AnExactModelSlicesTheRowsEvenlyInOrder) {
