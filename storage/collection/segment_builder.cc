@@ -133,13 +133,16 @@ absl::Status SegmentBuilder::FinishInput() {
 }
 
 absl::Status SegmentBuilder::Scan(
-    const std::function<absl::Status(uint64_t, size_t, const uint64_t*, const float*)>& fn) const {
+    const std::function<absl::Status(uint64_t, size_t, const uint64_t*, const float*)>& fn,
+    uint64_t begin, uint64_t end) const {
   if (!finished_) return absl::FailedPreconditionError("SegmentBuilder: input not finished");
-  std::vector<uint64_t> ids(std::min<uint64_t>(plan_.chunk_rows, rows_));
+  end = std::min(end, rows_);
+  if (begin >= end) return absl::OkStatus();
+  std::vector<uint64_t> ids(std::min<uint64_t>(plan_.chunk_rows, end - begin));
   std::vector<float> vectors(ids.size() * dim_);
   const size_t row_bytes = size_t(dim_) * sizeof(float);
-  for (uint64_t first = 0; first < rows_; first += ids.size()) {
-    const size_t n = size_t(std::min<uint64_t>(ids.size(), rows_ - first));
+  for (uint64_t first = begin; first < end; first += ids.size()) {
+    const size_t n = size_t(std::min<uint64_t>(ids.size(), end - first));
     SHOAL_RETURN_IF_ERROR(
         ReadExactly(*ids_->in, first * 8, n * 8, reinterpret_cast<char*>(ids.data())));
     SHOAL_RETURN_IF_ERROR(ReadExactly(*vectors_->in, first * row_bytes, n * row_bytes,
@@ -218,44 +221,50 @@ absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfMode
   std::vector<uint32_t> selected;
   std::vector<float> vectors;
   std::vector<uint8_t> codes;
-  SHOAL_RETURN_IF_ERROR(Scan([&](uint64_t row0, size_t n, const uint64_t* ids, const float* v) {
-    assign.resize(n);
-    SHOAL_RETURN_IF_ERROR(
-        ReadExactly(*assign_in, row0 * 4, n * 4, reinterpret_cast<char*>(assign.data())));
-    selected.clear();
-    for (uint32_t i = 0; i < n; ++i) {
-      if (assign[i] >= first && assign[i] < end) selected.push_back(i);
-    }
-    if (selected.empty()) return absl::OkStatus();
-    const size_t m = selected.size();
-    vectors.resize(m * dim_);
-    for (size_t j = 0; j < m; ++j) {
-      std::memcpy(vectors.data() + j * dim_, v + size_t(selected[j]) * dim_, row_bytes);
-    }
-    codes.resize(m * code_size);
-    const size_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
-    SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) {
-      const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, m - begin);
-      return core::EncodeVectors(model, vectors.data() + begin * dim_, count,
-                                 codes.data() + begin * code_size);
-    }));
-    for (size_t j = 0; j < m; ++j) {
-      const uint32_t p = assign[selected[j]];
-      const PartitionExtent& e = layout.extents[p];
-      const uint64_t k = cursor[p - first]++;
-      if (k >= e.count) {  // a spill that disagrees with the counts must not write past `out`
-        return absl::InternalError("segment build: the spill changed between passes");
-      }
-      char* part = out.data() + (e.offset - base);
-      std::memcpy(part + k * 8, &ids[selected[j]], 8);
-      std::memcpy(part + e.count * 8 + k * code_size, codes.data() + j * code_size, code_size);
-      if (raw) {
-        const uint64_t row = layout.raw_row_start[p] - raw_base + k;
-        std::memcpy(raw_out.data() + row * row_bytes, vectors.data() + j * dim_, row_bytes);
-      }
-    }
-    return absl::OkStatus();
-  }));
+  // An exact model slices rows in order, so the group's rows are one contiguous run of the
+  // spill: read only that. An IVF group's rows are anywhere: the whole spill is scanned.
+  const uint64_t scan_begin = model.exact ? raw_base : 0;
+  const uint64_t scan_end = model.exact ? raw_base + raw_rows : rows_;
+  SHOAL_RETURN_IF_ERROR(Scan(
+      [&](uint64_t row0, size_t n, const uint64_t* ids, const float* v) {
+        assign.resize(n);
+        SHOAL_RETURN_IF_ERROR(
+            ReadExactly(*assign_in, row0 * 4, n * 4, reinterpret_cast<char*>(assign.data())));
+        selected.clear();
+        for (uint32_t i = 0; i < n; ++i) {
+          if (assign[i] >= first && assign[i] < end) selected.push_back(i);
+        }
+        if (selected.empty()) return absl::OkStatus();
+        const size_t m = selected.size();
+        vectors.resize(m * dim_);
+        for (size_t j = 0; j < m; ++j) {
+          std::memcpy(vectors.data() + j * dim_, v + size_t(selected[j]) * dim_, row_bytes);
+        }
+        codes.resize(m * code_size);
+        const size_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
+        SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) {
+          const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, m - begin);
+          return core::EncodeVectors(model, vectors.data() + begin * dim_, count,
+                                     codes.data() + begin * code_size);
+        }));
+        for (size_t j = 0; j < m; ++j) {
+          const uint32_t p = assign[selected[j]];
+          const PartitionExtent& e = layout.extents[p];
+          const uint64_t k = cursor[p - first]++;
+          if (k >= e.count) {  // a spill that disagrees with the counts must not write past `out`
+            return absl::InternalError("segment build: the spill changed between passes");
+          }
+          char* part = out.data() + (e.offset - base);
+          std::memcpy(part + k * 8, &ids[selected[j]], 8);
+          std::memcpy(part + e.count * 8 + k * code_size, codes.data() + j * code_size, code_size);
+          if (raw) {
+            const uint64_t row = layout.raw_row_start[p] - raw_base + k;
+            std::memcpy(raw_out.data() + row * row_bytes, vectors.data() + j * dim_, row_bytes);
+          }
+        }
+        return absl::OkStatus();
+      },
+      scan_begin, scan_end));
   for (size_t p = first; p < end; ++p) {
     if (cursor[p - first] != layout.extents[p].count) {
       return absl::InternalError("segment build: the spill changed between passes");

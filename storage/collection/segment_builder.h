@@ -10,9 +10,10 @@
 //                 each row's partition goes to assign.tmp and partition sizes are counted;
 //              2. the partitions are laid out from the counts (lists.dat offsets, raw.dat rows);
 //              3. write pass, group by group: a group is a run of consecutive partitions whose
-//                 bytes fit half the budget; the spill is scanned once per group, the group's
-//                 rows are encoded (arena) and placed, checksummed, and appended to lists.dat
-//                 and raw.dat. Output is partition-major without ever sorting all rows in RAM.
+//                 bytes fit half the budget; the spill is scanned once per group (an exact
+//                 model's group is one contiguous run of rows: only that run is read), the
+//                 group's rows are encoded (arena) and placed, checksummed, and appended to
+//                 lists.dat and raw.dat. Output is partition-major without sorting rows in RAM.
 //              attrs.dat is the spilled attributes behind a header; ivf.meta comes last.
 //
 // Memory: chunk buffers ~1/8 of the budget each (vectors, their selection, codes), the group
@@ -82,9 +83,11 @@ class SegmentBuilder {
   struct Layout;
   SegmentBuilder(FileSystem* fs, std::string tmp_dir, uint32_t dim, BuildMemoryPlan plan);
 
-  // Calls fn(first_row, count, ids, vectors) over the spill in chunks of plan_.chunk_rows.
+  // Calls fn(first_row, count, ids, vectors) over rows [begin, end) of the spill in chunks of
+  // plan_.chunk_rows.
   absl::Status Scan(
-      const std::function<absl::Status(uint64_t, size_t, const uint64_t*, const float*)>& fn) const;
+      const std::function<absl::Status(uint64_t, size_t, const uint64_t*, const float*)>& fn,
+      uint64_t begin = 0, uint64_t end = UINT64_MAX) const;
   absl::Status AssignPass(core::Executor& cpu, const core::IvfModel& model,
                           std::vector<uint64_t>* counts, const Progress& progress);
   absl::Status WriteGroup(core::Executor& cpu, const core::IvfModel& model, Layout* layout,

@@ -139,6 +139,18 @@ TEST_F(SegmentBuilderTest, ReadingRowsOfACorruptPartitionIsDataLoss) {
   EXPECT_NE(s.message().find("partition 3"), absl::string_view::npos) << s;
 }
 
+// An exact model's groups read only their own run of rows: still the same files as one group.
+TEST_F(SegmentBuilderTest, AnExactSegmentIsTheSameWhateverTheBudget) {
+  auto small = Fill("tmp-small", 64 << 10);
+  auto large = Fill("tmp-large", 1ull << 30);
+  const core::IvfModel model = core::MakeExactModel(kDim, core::Metric::kL2, 40);
+  ASSERT_TRUE(small->Write(cpu_, model, dir_.Sub("seg-small"), nullptr).ok());
+  ASSERT_TRUE(large->Write(cpu_, model, dir_.Sub("seg-large"), nullptr).ok());
+  for (const char* f : {"lists.dat", "attrs.dat", "ivf.meta"}) {
+    EXPECT_EQ(File("seg-small", f), File("seg-large", f)) << f;
+  }
+}
+
 TEST_F(SegmentBuilderTest, AnExactModelSlicesTheRowsEvenlyInOrder) {
   auto b = Fill("tmp", 64 << 10);
   const core::IvfModel model = core::MakeExactModel(kDim, core::Metric::kL2, 7);
