@@ -59,7 +59,22 @@ class SegmentBuilderTest : public ::testing::Test {
     return s.ok() ? *s : "";
   }
 
+  // Opens a written segment for reading (pread, buffered: the test's temp dir may be tmpfs).
+  absl::StatusOr<std::shared_ptr<Segment>> OpenSegment(const std::string& name) {
+    if (!io_) {
+      IoSchedulerOptions io;
+      io.backend = IoBackendKind::kPread;
+      io.direct_io = false;
+      auto scheduler = IoScheduler::Create(io);
+      if (!scheduler.ok()) return scheduler.status();
+      io_ = *std::move(scheduler);
+    }
+    return Segment::Open(DefaultFileSystem(), dir_.Sub(name), 1, io_.get(), &cache_);
+  }
+
   testing::TempDir dir_;
+  std::unique_ptr<IoScheduler> io_;
+  PartitionCache cache_{1 << 20};
   const std::vector<float> vectors_ = Vectors();
   core::TbbExecutor cpu_{2};
 };
@@ -85,13 +100,7 @@ TEST_F(SegmentBuilderTest, TheSegmentHoldsEveryRowWithItsVectorAndAttributes) {
   auto b = Fill("tmp", 64 << 10);
   const core::IvfModel model = Train(*b, core::VectorEncoding::kFlat);
   ASSERT_TRUE(b->Write(cpu_, model, dir_.Sub("seg"), nullptr).ok());
-  IoSchedulerOptions io;
-  io.backend = IoBackendKind::kPread;
-  io.direct_io = false;
-  auto scheduler = IoScheduler::Create(io);
-  ASSERT_TRUE(scheduler.ok());
-  PartitionCache cache(1 << 20);
-  auto seg = Segment::Open(DefaultFileSystem(), dir_.Sub("seg"), 1, scheduler->get(), &cache);
+  auto seg = OpenSegment("seg");
   ASSERT_TRUE(seg.ok()) << seg.status();
   EXPECT_EQ((*seg)->meta().num_vectors, kRows);
   size_t seen = 0;
@@ -126,13 +135,7 @@ TEST_F(SegmentBuilderTest, ReadingRowsOfACorruptPartitionIsDataLoss) {
   lists[meta->partitions[3].offset + 100] ^= 0x10;
   std::ofstream(JoinPath(dir_.Sub("seg"), "lists.dat"), std::ios::binary | std::ios::trunc)
       << lists;
-  IoSchedulerOptions io;
-  io.backend = IoBackendKind::kPread;
-  io.direct_io = false;
-  auto scheduler = IoScheduler::Create(io);
-  ASSERT_TRUE(scheduler.ok());
-  PartitionCache cache(1 << 20);
-  auto seg = Segment::Open(DefaultFileSystem(), dir_.Sub("seg"), 1, scheduler->get(), &cache);
+  auto seg = OpenSegment("seg");
   ASSERT_TRUE(seg.ok()) << seg.status();
   absl::Status s = (*seg)->ForEachRow([](uint64_t, const float*, const std::string&) {});
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
