@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // re-read server.api_key_file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -48,13 +49,8 @@ int main(int argc, char** argv) {
   config.cache_bytes = sizing.cache_bytes;
   log->info("cpu.threads = {} ({})", sizing.cpu_threads, sizing.cpu_source);
   log->info("cache.bytes = {} ({})", sizing.cache_bytes, sizing.cache_source);
-  for (const std::string* addr : {&config.grpc_addr, &config.http_addr}) {
-    if (config.api_key.empty() && !shoal::server::IsLoopbackAddress(*addr)) {
-      log->warn(
-          "listening on {} (not loopback) without an API key: anyone who reaches it can "
-          "read and write every collection; set SHOAL_API_KEY / --api-key",
-          *addr);
-    }
+  for (const std::string& warning : shoal::server::SecurityWarnings(*loaded)) {
+    log->warn("{}", warning);
   }
   shoal::server::Server server(config);
   if (absl::Status s = server.Start(); !s.ok()) {
@@ -71,7 +67,14 @@ int main(int argc, char** argv) {
     }
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    auto keys = server.ReloadApiKeys();
+    if (keys.ok()) {
+      log->info("SIGHUP: API keys reloaded, {} accepted", *keys);
+    } else {
+      log->error("SIGHUP: keeping the old API keys: {}", keys.status().ToString());
+    }
+  }
   log->info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Shutdown();
   return 0;
