@@ -5,6 +5,7 @@
 #                           (an IP address or a DNS name, e.g. the Service's DNS name)
 #   client.pem, client.key  a client certificate, for server.tls_client_ca (mutual TLS)
 #   api-keys                one random API key (server.api_key_file's format)
+#   scrape-key              the same key alone, for Prometheus (credentials_file)
 # For docker-compose.secure.yml (deploy/secrets) and the Kubernetes Secrets (see the
 # StatefulSet), and the TLS tests, which run it into a temporary directory. A real deployment
 # should use its own CA; this one's private key sits next to the certificates.
@@ -45,8 +46,8 @@ keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
 rm -f ca.srl
 [ -f api-keys ] || {
-  echo "# one API key per line; shoald re-reads this file on SIGHUP" >api-keys
-  openssl rand -hex 32 >>api-keys
+  openssl rand -hex 32 >scrape-key
+  { echo "# one API key per line; shoald re-reads this file on SIGHUP" && cat scrape-key; } >api-keys
 }
 chmod 644 ca.pem server.pem client.pem
 echo "make-secrets: CA, server and client certificates and api-keys in $PWD"
