@@ -3,6 +3,7 @@
 // SIGHUP, /metrics behind the key, health checks exempt, and the start-up warnings.
 #include <httplib.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -124,6 +125,36 @@ TEST_F(TlsTest, MutualTlsServesAClientWithACertificateFromItsCa) {
   ClientOptions options{.tls = tls};
   Client client(server->addr(), options);
   EXPECT_EQ(*client.Health(), HealthStatus::kServing);
+}
+
+// shoalctl's exit status and output; `env` goes before the command (VAR=value ...).
+std::pair<int, std::string> Ctl(const std::string& env, const std::string& args) {
+  const std::string cmd = env + " " + testing::BinDir() + "/shoalctl " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST_F(TlsTest, ShoalctlTakesTheCaAndClientCertificateFromFlagsOrTheEnvironment) {
+  auto server = Start(true);
+  ASSERT_NE(server, nullptr);
+  const std::string addr = "--addr " + server->addr() + " --timeout-ms 20000 ";
+  const std::string cert = " --tls-cert " + pki_.client_cert() + " --tls-key " + pki_.client_key();
+  auto [ok, out] = Ctl("", addr + "--tls-ca " + pki_.ca() + cert + " list");
+  EXPECT_EQ(ok, 0) << out;
+  EXPECT_NE(Ctl("", addr + "--tls-ca " + pki_.ca() + " list").first, 0);
+  EXPECT_NE(Ctl("", addr + "list").first, 0);
+  // The environment: shoald's own SHOAL_TLS_CERT is not taken for a client certificate.
+  const std::string env = "SHOAL_TLS_CERT=" + pki_.server_cert() + " SHOAL_TLS_CA=" + pki_.ca() +
+                          " SHOAL_TLS_CLIENT_CERT=" + pki_.client_cert() +
+                          " SHOAL_TLS_CLIENT_KEY=" + pki_.client_key();
+  auto [health, health_out] = Ctl(env, addr + "health");
+  EXPECT_EQ(health, 0) << health_out;
+  EXPECT_THAT(health_out, HasSubstr("SERVING"));
 }
 
 TEST_F(TlsTest, HttpPortServesHttpsOnlyWithoutAskingForAClientCertificate) {
