@@ -93,6 +93,22 @@ TEST(SecurityConfig, TlsAndMetricsAuthSettingsMustBeComplete) {
   EXPECT_TRUE(Load({"--metrics-auth", "--api-key-file", "k"}).ok());
 }
 
+TEST(SecurityConfig, EverySecuritySettingComesFromYamlLikeTheOthers) {
+  testing::TempDir dir;
+  const std::string yaml = dir.Sub("shoal.yaml");
+  std::ofstream(yaml) << "server:\n  api_key_file: /k\n  metrics_auth: true\n"
+                         "  tls_cert: /c.pem\n  tls_key: /k.pem\n  tls_client_ca: /ca.pem\n";
+  setenv("SHOAL_TLS_CLIENT_CA", "/env-ca.pem", 1);
+  auto c = Load({"--config", yaml});
+  unsetenv("SHOAL_TLS_CLIENT_CA");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.api_key_file, "/k");
+  EXPECT_TRUE(c->config.metrics_auth);
+  EXPECT_EQ(c->config.tls_cert, "/c.pem");
+  EXPECT_EQ(c->config.tls_key, "/k.pem");
+  EXPECT_EQ(c->config.tls_client_ca, "/env-ca.pem");
+}
+
 TEST(SecurityConfig, ApiKeyFlagIsWarnedAboutButTheEnvironmentIsNot) {
   auto flag = Load({"--api-key", "k"});
   ASSERT_TRUE(flag.ok());
