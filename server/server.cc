@@ -125,6 +125,10 @@ absl::Status Server::Start() {
   auto* health = s.grpc_server->GetHealthCheckService();
   s.service->SetHealthService(health);
 
+  std::function<bool(const std::string&)> authorize_metrics;  // unset: /metrics is open
+  if (config_.metrics_auth) {
+    authorize_metrics = [&s](const std::string& h) { return s.api_keys->AcceptsAuthorization(h); };
+  }
   s.http = std::make_unique<HttpServer>(HttpServer::Handlers{
       [&s] {
         std::vector<CollectionSample> collections;
@@ -144,11 +148,7 @@ absl::Status Server::Start() {
             double(io.kernel_us) / 1e6};
         return s.metrics.Render(collections, arena, storage);
       },
-      [&s] { return s.ready.load(); },
-      config_.metrics_auth ? std::function<bool(const std::string&)>([&s](const std::string& h) {
-        return s.api_keys->AcceptsAuthorization(h);
-      })
-                           : nullptr});
+      [&s] { return s.ready.load(); }, authorize_metrics});
   auto http_port = s.http->Start(config_.http_addr, {config_.tls_cert, config_.tls_key});
   if (!http_port.ok()) return http_port.status();
   s.http_port = *http_port;
