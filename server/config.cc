@@ -314,7 +314,8 @@ std::vector<std::string> SecurityWarnings(const LoadedConfig& loaded) {
   if (loaded.api_key_on_command_line) {
     out.push_back(
         "--api-key on the command line is visible to other users of this machine (ps, "
-        "/proc/<pid>/cmdline); use --api-key-file or SHOAL_API_KEY instead");
+        "/proc/<pid>/cmdline until shoald overwrites it at start-up, shell history); use "
+        "--api-key-file or SHOAL_API_KEY instead");
   }
   const bool keyed = !c.api_key.empty() || !c.api_key_file.empty();
   const bool tls = !c.tls_cert.empty();

@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
@@ -12,6 +14,27 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "storage/io/file_system.h"
+
+namespace {
+
+// Overwrites the value of --api-key in argv with 'x's, so `ps` and /proc/<pid>/cmdline stop
+// showing it once the config is loaded (it was visible until then, and stays in shell history:
+// hence the warning).
+void ScrubApiKeyArgument(int argc, char** argv) {
+  constexpr std::string_view kFlag = "--api-key";
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    char* value = nullptr;
+    if (arg == kFlag && i + 1 < argc) {
+      value = argv[++i];
+    } else if (arg.size() > kFlag.size() && arg.substr(0, kFlag.size() + 1) == "--api-key=") {
+      value = argv[i] + kFlag.size() + 1;
+    }
+    if (value) std::memset(value, 'x', std::strlen(value));
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   shoal::server::EnsureBlasEnvironment(argv);
@@ -22,6 +45,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   shoal::server::Config config = loaded->config;
+  if (loaded->api_key_on_command_line) ScrubApiKeyArgument(argc, argv);
   if (loaded->print_config) {
     std::cout << (loaded->markdown ? shoal::server::ConfigMarkdown()
                                    : shoal::server::PrintConfig(config));
