@@ -56,7 +56,9 @@ VOLUME ["/var/lib/shoal"]
 EXPOSE 7700 7701
 USER shoal
 WORKDIR /var/lib/shoal
-# gRPC health protocol (grpc.health.v1), on whatever port SHOAL_GRPC_ADDR names.
+# gRPC health protocol (grpc.health.v1), on whatever port SHOAL_GRPC_ADDR names. With TLS, set
+# SHOAL_TLS_CA for shoalctl (and SHOAL_TLS_SERVER_NAME when the certificate does not name
+# 127.0.0.1; SHOAL_TLS_CLIENT_CERT / _KEY under mutual TLS). Health needs no API key.
 HEALTHCHECK --interval=10s --timeout=5s --retries=6 \
   CMD ["/bin/sh", "-c", "exec shoalctl --addr \"127.0.0.1:${SHOAL_GRPC_ADDR##*:}\" health"]
 # shoald is PID 1: SIGTERM starts the graceful drain (server.shutdown_grace_seconds, default

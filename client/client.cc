@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "client/client_impl.h"
 #include "client/convert.h"
@@ -47,6 +49,38 @@ class StreamWriter final : public UpsertWriter {
   std::unique_ptr<grpc::ClientWriter<v1::UpsertRequest>> writer_;
 };
 
+// The whole file, or INVALID_ARGUMENT naming the option.
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    return absl::InvalidArgumentError(std::string("ClientOptions.tls.") + option +
+                                      ": cannot open '" + path + "'");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// TLS channel credentials from the PEM files (system roots when ca_file is empty).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const TlsOptions& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError("ClientOptions.tls: cert_file and key_file go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  const std::pair<const std::string*, std::string*> files[] = {
+      {&tls.ca_file, &ssl.pem_root_certs},
+      {&tls.cert_file, &ssl.pem_cert_chain},
+      {&tls.key_file, &ssl.pem_private_key}};
+  const char* names[] = {"ca_file", "cert_file", "key_file"};
+  for (size_t i = 0; i < 3; ++i) {
+    if (files[i].first->empty()) continue;
+    auto pem = ReadFile(*files[i].first, names[i]);
+    if (!pem.ok()) return pem.status();
+    *files[i].second = *std::move(pem);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
 // Index builds and flushes run as long as they need; the server reports progress in
@@ -64,7 +98,19 @@ Client::Impl::Impl(const std::string& target, ClientOptions opts) : options(std:
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, keepalive.permit_without_calls ? 1 : 0);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // long quiet streams keep pinging
   }
-  channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls) {
+    if (!options.tls->server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls->server_name);
+    }
+    auto tls = TlsCredentials(*options.tls);
+    if (tls.ok()) {
+      credentials = *std::move(tls);
+    } else {
+      init_status = tls.status();
+    }
+  }
+  channel = grpc::CreateCustomChannel(target, credentials, args);
   stub = v1::Shoal::NewStub(channel);
   health = grpc::health::v1::Health::NewStub(channel);
 }
@@ -173,6 +219,7 @@ absl::StatusOr<uint64_t> Client::Upsert(const std::string& collection,
 
 absl::StatusOr<std::unique_ptr<UpsertWriter>> Client::OpenUpsertStream(
     const std::string& collection, std::chrono::milliseconds timeout) {
+  if (!impl_->init_status.ok()) return impl_->init_status;
   auto ctx = std::make_unique<grpc::ClientContext>();
   impl_->Prepare(ctx.get(), timeout);
   return std::unique_ptr<UpsertWriter>(

@@ -30,6 +30,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -129,11 +130,23 @@ struct KeepaliveOptions {
   bool permit_without_calls = false;         // also ping while no call is active
 };
 
+// TLS towards shoald (its server.tls_cert). The files are PEM; they are read when the Client
+// is made, and a file that cannot be read makes every call return INVALID_ARGUMENT naming it.
+struct TlsOptions {
+  std::string ca_file;    // roots that sign the server's certificate; empty: the system's roots
+  std::string cert_file;  // client certificate chain, for mutual TLS (with key_file)
+  std::string key_file;   // its private key (unencrypted)
+  // The name checked in the server's certificate when it is not the target's host (tests,
+  // connecting by IP address to a certificate made for a DNS name). Empty: the target's host.
+  std::string server_name;
+};
+
 struct ClientOptions {
   std::chrono::milliseconds timeout{30000};  // default deadline of each call (and attempt)
   RetryPolicy retry;
   KeepaliveOptions keepalive;
-  std::string api_key;  // sent as "authorization: Bearer <key>" when set
+  std::string api_key;            // sent as "authorization: Bearer <key>" when set
+  std::optional<TlsOptions> tls;  // unset: plaintext
   int max_message_bytes = 64 << 20;
 };
 

@@ -81,6 +81,10 @@ class AsyncSearchCall {
 };
 
 void StartSearch(Client::Impl* impl, v1::SearchRequest request, SearchBatchCallback done) {
+  if (!impl->init_status.ok()) {
+    done(impl->init_status);
+    return;
+  }
   impl->BeginAsync();
   (new AsyncSearchCall(impl, std::move(request), std::move(done)))->Start();
 }

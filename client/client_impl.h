@@ -28,6 +28,8 @@ struct Client::Impl {
   Impl(const std::string& target, ClientOptions opts);
 
   const ClientOptions options;
+  // Not OK when the TLS files could not be read: every call returns it.
+  absl::Status init_status;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Shoal::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
@@ -42,6 +44,7 @@ struct Client::Impl {
   template <typename Rpc>
   absl::Status Call(Idempotency idempotency, Rpc&& rpc,
                     std::chrono::milliseconds timeout = {}) const {
+    if (!init_status.ok()) return init_status;
     for (int attempt = 0;; ++attempt) {
       grpc::ClientContext ctx;
       Prepare(&ctx, timeout.count() ? timeout : options.timeout);

@@ -211,7 +211,9 @@ ok "restart on the same volume: 'it' has its 20000 vectors and answers"
 # --- 5: monitoring ------------------------------------------------------------------------------
 step "5. compose, dashboard and alert metrics, promtool, Prometheus"
 (cd deploy && docker-compose config -q) || fail "docker-compose config"
-ok "docker-compose config"
+(cd deploy && docker-compose -f docker-compose.yml -f docker-compose.secure.yml config -q) ||
+  fail "docker-compose config with docker-compose.secure.yml"
+ok "docker-compose config (and with docker-compose.secure.yml)"
 metrics "$HTTP" >"$WORK/metrics-live.txt"
 names=$(cat deploy/grafana/shoal.json deploy/prometheus/alerts.yml | grep -oE 'shoal_[a-z0-9_]+' | sort -u)
 missing=0

@@ -38,7 +38,18 @@ const std::vector<Field>& Fields() {
       {"server.max_message_bytes", "SHOAL_MAX_MESSAGE_BYTES", "--max-message-bytes",
        &Config::max_message_bytes, "largest gRPC message, bytes"},
       {"server.api_key", "SHOAL_API_KEY", "--api-key", &Config::api_key,
-       "require 'authorization: Bearer <key>' when set"},
+       "require 'authorization: Bearer <key>' when set (prefer the file or env: a flag shows in "
+       "ps)"},
+      {"server.api_key_file", "SHOAL_API_KEY_FILE", "--api-key-file", &Config::api_key_file,
+       "file of API keys, one per line (# comments); re-read on SIGHUP"},
+      {"server.metrics_auth", "SHOAL_METRICS_AUTH", "--metrics-auth", &Config::metrics_auth,
+       "/metrics requires 'Authorization: Bearer <key>' too (needs an API key)"},
+      {"server.tls_cert", "SHOAL_TLS_CERT", "--tls-cert", &Config::tls_cert,
+       "PEM certificate chain: gRPC and HTTP serve TLS (with tls_key)"},
+      {"server.tls_key", "SHOAL_TLS_KEY", "--tls-key", &Config::tls_key,
+       "PEM private key of tls_cert"},
+      {"server.tls_client_ca", "SHOAL_TLS_CLIENT_CA", "--tls-client-ca", &Config::tls_client_ca,
+       "PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS)"},
       {"server.ready_file", "SHOAL_READY_FILE", "--ready-file", &Config::ready_file,
        "write the bound ports here as JSON once serving"},
       {"server.shutdown_grace_seconds", "SHOAL_SHUTDOWN_GRACE_SECONDS", "--shutdown-grace-seconds",
@@ -170,6 +181,21 @@ absl::Status ApplyYaml(Config& config, const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status CheckSecurity(const Config& c) {
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return absl::InvalidArgumentError("server.tls_cert and server.tls_key: set both or neither");
+  }
+  if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "server.tls_client_ca: mutual TLS needs server.tls_cert and server.tls_key");
+  }
+  if (c.metrics_auth && c.api_key.empty() && c.api_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "server.metrics_auth: needs server.api_key or server.api_key_file");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Sizing Config::EffectiveSizing() const {
@@ -231,6 +257,12 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
     absl::Status s = Set(loaded.config, f, value, f.flag);
     if (!s.ok()) return s;
   }
+  for (size_t i = 0; i < Fields().size(); ++i) {
+    if (Fields()[i].member == Member(&Config::api_key) && options[i]->count() > 0) {
+      loaded.api_key_on_command_line = true;
+    }
+  }
+  if (absl::Status s = CheckSecurity(loaded.config); !s.ok()) return s;
   if (loaded.config.max_message_bytes < 1024) {
     return absl::InvalidArgumentError("server.max_message_bytes: must be at least 1024");
   }
@@ -274,6 +306,47 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");
   }
   return loaded;
+}
+
+std::vector<std::string> SecurityWarnings(const LoadedConfig& loaded) {
+  const Config& c = loaded.config;
+  std::vector<std::string> out;
+  if (loaded.api_key_on_command_line) {
+    out.push_back(
+        "--api-key on the command line is visible to other users of this machine (ps, "
+        "/proc/<pid>/cmdline until shoald overwrites it at start-up, shell history); use "
+        "--api-key-file or SHOAL_API_KEY instead");
+  }
+  const bool keyed = !c.api_key.empty() || !c.api_key_file.empty();
+  const bool tls = !c.tls_cert.empty();
+  if (!IsLoopbackAddress(c.grpc_addr)) {
+    if (!keyed) {
+      out.push_back(absl::StrCat(
+          "listening on ", c.grpc_addr,
+          " (not loopback) without an API key: anyone who reaches it can read and write every "
+          "collection; set SHOAL_API_KEY / --api-key-file"));
+    }
+    if (!tls) {
+      out.push_back(absl::StrCat(
+          "gRPC on ", c.grpc_addr,
+          " (not loopback) without TLS: vectors and API keys cross the network in plaintext; "
+          "set --tls-cert / --tls-key"));
+    }
+  }
+  if (!IsLoopbackAddress(c.http_addr)) {
+    if (!c.metrics_auth) {
+      out.push_back(absl::StrCat(
+          "listening on ", c.http_addr,
+          " (not loopback) without an API key for /metrics: anyone who reaches it can read "
+          "the metrics (collection names, sizes); set server.metrics_auth"));
+    }
+    if (!tls) {
+      out.push_back(absl::StrCat("HTTP on ", c.http_addr,
+                                 " (not loopback) without TLS: /metrics and its bearer key "
+                                 "cross the network in plaintext; set --tls-cert / --tls-key"));
+    }
+  }
+  return out;
 }
 
 std::string PrintConfig(const Config& config) {

@@ -24,8 +24,21 @@ struct Config {
   std::string data_dir = "./data";
   // Largest gRPC message accepted or sent, bytes. Default: 64 MiB.
   int64_t max_message_bytes = 64 << 20;
-  // When set, every RPC must carry `authorization: Bearer <api_key>`. Default: empty (off).
+  // When set, every RPC must carry `authorization: Bearer <api_key>`. On the command line it is
+  // visible to other users (ps): prefer api_key_file or SHOAL_API_KEY. Default: empty (off).
   std::string api_key;
+  // A file of API keys, one per line ('#' comments and blank lines ignored), accepted beside
+  // api_key; re-read on SIGHUP, so keys rotate without a restart. Default: empty (none).
+  std::string api_key_file;
+  // /metrics also requires `Authorization: Bearer <key>` (one of the API keys). Default: false.
+  bool metrics_auth = false;
+  // PEM certificate chain and private key: gRPC (and the HTTP port) serve TLS only. Both or
+  // neither. Default: empty (plaintext).
+  std::string tls_cert;
+  std::string tls_key;
+  // PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS). Needs
+  // tls_cert. Default: empty (no client certificate asked for).
+  std::string tls_client_ca;
   // CPU reservation for search (threads in the arena). 0 = usable CPUs - 1, at least 1, where
   // usable = min(cgroup CPU quota, affinity mask) (server/container_limits.h). Default: 0.
   int cpu_threads = 0;
@@ -104,12 +117,17 @@ struct Config {
 
 struct LoadedConfig {
   Config config;
+  bool api_key_on_command_line = false;  // --api-key: shoald warns (visible in ps)
   bool print_config = false;
   bool markdown = false;  // --print-config --markdown: docs/configuration.md
 };
 
 // Parses flags (argv), the environment and the YAML file. INVALID_ARGUMENT names the field.
 absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv);
+
+// What start-up warns about: --api-key on the command line (other users see it in ps), and
+// each listen address that is not loopback yet has no API key or no TLS. One line each.
+std::vector<std::string> SecurityWarnings(const LoadedConfig& loaded);
 
 // The effective config as commented YAML.
 std::string PrintConfig(const Config& config);

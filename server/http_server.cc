@@ -26,16 +26,33 @@ HttpServer::HttpServer(Handlers handlers) : handlers_(std::move(handlers)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::StatusOr<int> HttpServer::Start(const std::string& addr) {
+absl::StatusOr<int> HttpServer::Start(const std::string& addr, const Tls& tls) {
   auto host_port = SplitHostPort(addr, "server.http_addr");
   if (!host_port.ok()) return host_port.status();
-  server_ = std::make_unique<httplib::Server>();
+  if (tls.cert_file.empty()) {
+    server_ = std::make_unique<httplib::Server>();
+  } else {
+    auto ssl = std::make_unique<httplib::SSLServer>(tls.cert_file.c_str(), tls.key_file.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server.tls_cert / server.tls_key: the HTTP port cannot load '",
+                       tls.cert_file, "' and '", tls.key_file, "'"));
+    }
+    server_ = std::move(ssl);
+  }
   // httplib's default sets SO_REUSEPORT; like the gRPC port, a taken port must be an error.
   server_->set_socket_options([](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (handlers_.authorize_metrics &&
+        !handlers_.authorize_metrics(req.get_header_value("Authorization"))) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content("unauthenticated\n", "text/plain");
+      return;
+    }
     res.set_content(handlers_.metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {

@@ -1,6 +1,11 @@
 // HttpServer: the operations endpoint on its own port — /metrics (Prometheus text format),
 // /healthz (the process is alive), /readyz (serving: 200, otherwise 503).
 //
+// With a certificate (server.tls_cert / tls_key) it serves HTTPS only, with the gRPC port's
+// certificate and no client certificate (kubelet probes and most scrapers present none), so
+// /healthz and /readyz stay open to probes. /metrics may require `Authorization: Bearer <key>`
+// (server.metrics_auth): otherwise 401 with nothing of the metrics in it.
+//
 // Runs cpp-httplib's server on its own threads; handlers only read snapshots, never block on
 // the query path.
 //
@@ -25,13 +30,22 @@ class HttpServer {
   struct Handlers {
     std::function<std::string()> metrics;
     std::function<bool()> ready;
+    // Set: /metrics answers only when it returns true for the Authorization header.
+    std::function<bool(const std::string&)> authorize_metrics;
+  };
+
+  // PEM files; both empty: plaintext HTTP.
+  struct Tls {
+    std::string cert_file;
+    std::string key_file;
   };
 
   explicit HttpServer(Handlers handlers);
   ~HttpServer();
 
   // Binds `addr` (host:port; port 0 picks a free one) and starts serving; returns the port.
-  absl::StatusOr<int> Start(const std::string& addr);
+  // INVALID_ARGUMENT when the TLS files do not load.
+  absl::StatusOr<int> Start(const std::string& addr, const Tls& tls = {});
   void Stop();
 
  private:

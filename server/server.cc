@@ -17,6 +17,7 @@
 #include "server/metrics.h"
 #include "server/raw_service.h"
 #include "server/shoal_service.h"
+#include "server/tls.h"
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/catalog.h"
 #include "storage/sched/io_scheduler.h"
@@ -25,6 +26,7 @@ namespace shoal::server {
 
 struct Server::State {
   Metrics metrics;
+  std::unique_ptr<ApiKeys> api_keys;
   // The read path for IVF segments; declared before the catalog, whose segments use them.
   std::unique_ptr<storage::IoScheduler> io;
   std::unique_ptr<storage::PartitionCache> cache;
@@ -52,6 +54,12 @@ Server::~Server() { Shutdown(); }
 absl::Status Server::Start() {
   auto log = core::Logger("server");
   State& s = *state_;
+  // Credentials first: a bad key file or certificate fails start-up before anything opens.
+  auto api_keys = ApiKeys::Create(config_.api_key, config_.api_key_file);
+  if (!api_keys.ok()) return api_keys.status();
+  s.api_keys = *std::move(api_keys);
+  auto credentials = MakeServerCredentials(config_);
+  if (!credentials.ok()) return credentials.status();
 
   storage::IoSchedulerOptions io_options;
   io_options.limits.max_requests_in_flight = uint32_t(config_.io_queue_depth);
@@ -86,7 +94,7 @@ absl::Status Server::Start() {
   s.service = std::make_unique<ShoalService>(
       s.catalog.get(), s.cpu.get(), s.admin.get(), &s.metrics,
       ShoalService::Options{
-          config_.api_key, config_.max_inflight_searches, uint32_t(config_.search_default_nprobe),
+          s.api_keys.get(), config_.max_inflight_searches, uint32_t(config_.search_default_nprobe),
           size_t(config_.search_batch_partitions), uint64_t(config_.search_batch_bytes),
           uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows),
           RequestLimits{uint64_t(config_.max_candidates_per_query),
@@ -98,7 +106,7 @@ absl::Status Server::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.grpc_addr, grpc::InsecureServerCredentials(), &s.grpc_port);
+  builder.AddListeningPort(config_.grpc_addr, *credentials, &s.grpc_port);
   // gRPC sets SO_REUSEPORT by default: a second shoald would silently share the port and
   // half the requests would reach the wrong data directory. Refuse a taken port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -117,6 +125,10 @@ absl::Status Server::Start() {
   auto* health = s.grpc_server->GetHealthCheckService();
   s.service->SetHealthService(health);
 
+  std::function<bool(const std::string&)> authorize_metrics;  // unset: /metrics is open
+  if (config_.metrics_auth) {
+    authorize_metrics = [&s](const std::string& h) { return s.api_keys->AcceptsAuthorization(h); };
+  }
   s.http = std::make_unique<HttpServer>(HttpServer::Handlers{
       [&s] {
         std::vector<CollectionSample> collections;
@@ -136,8 +148,8 @@ absl::Status Server::Start() {
             double(io.kernel_us) / 1e6};
         return s.metrics.Render(collections, arena, storage);
       },
-      [&s] { return s.ready.load(); }});
-  auto http_port = s.http->Start(config_.http_addr);
+      [&s] { return s.ready.load(); }, authorize_metrics});
+  auto http_port = s.http->Start(config_.http_addr, {config_.tls_cert, config_.tls_key});
   if (!http_port.ok()) return http_port.status();
   s.http_port = *http_port;
 
@@ -160,9 +172,12 @@ absl::Status Server::Start() {
 
   s.ready.store(true);
   log->info(
-      "shoald serving gRPC on port {} and HTTP on port {}; data in {}; {} CPU thread(s); "
+      "shoald serving gRPC{} on port {} and HTTP{} on port {}; data in {}; {} CPU thread(s); "
       "{} kernels; {} I/O; cache {} MiB",
-      s.grpc_port, s.http_port, config_.data_dir, threads,
+      config_.tls_cert.empty()        ? ""
+      : config_.tls_client_ca.empty() ? " (TLS)"
+                                      : " (mutual TLS)",
+      s.grpc_port, config_.tls_cert.empty() ? "" : "S", s.http_port, config_.data_dir, threads,
       core::SimdLevelName(core::ActiveSimdLevel()), s.io->backend_name(), s.cache->budget() >> 20);
   return absl::OkStatus();
 }
@@ -207,6 +222,11 @@ void Server::Shutdown() {
   s.cache.reset();
   s.io.reset();
   log->info("shutdown complete");
+}
+
+absl::StatusOr<size_t> Server::ReloadApiKeys() {
+  if (!state_->api_keys) return absl::FailedPreconditionError("not started");
+  return state_->api_keys->Reload();
 }
 
 int Server::grpc_port() const { return state_->grpc_port; }

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/config.h"
 
 namespace shoal::server {
@@ -24,6 +25,9 @@ class Server {
 
   absl::Status Start();
   void Shutdown();
+  // Re-reads server.api_key_file (SIGHUP): the number of keys now accepted. On an error the
+  // old keys stay in force.
+  absl::StatusOr<size_t> ReloadApiKeys();
 
   int grpc_port() const;
   int http_port() const;

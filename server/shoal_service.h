@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
+#include "server/api_keys.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
 #include "shoal/v1/shoal.pb.h"
@@ -40,7 +41,7 @@ std::string CollectionHealthName(const std::string& collection);
 class ShoalService final {
  public:
   struct Options {
-    std::string api_key;  // empty = no authentication
+    const ApiKeys* api_keys = nullptr;  // null or !enabled(): no authentication
     int max_inflight_searches = 256;
     uint32_t default_nprobe = 16;
     size_t batch_partitions = 16;

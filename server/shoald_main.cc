@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
@@ -12,6 +14,27 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "storage/io/file_system.h"
+
+namespace {
+
+// Overwrites the value of --api-key in argv with 'x's, so `ps` and /proc/<pid>/cmdline stop
+// showing it once the config is loaded (it was visible until then, and stays in shell history:
+// hence the warning).
+void ScrubApiKeyArgument(int argc, char** argv) {
+  constexpr std::string_view kFlag = "--api-key";
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    char* value = nullptr;
+    if (arg == kFlag && i + 1 < argc) {
+      value = argv[++i];
+    } else if (arg.size() > kFlag.size() && arg.substr(0, kFlag.size() + 1) == "--api-key=") {
+      value = argv[i] + kFlag.size() + 1;
+    }
+    if (value) std::memset(value, 'x', std::strlen(value));
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   shoal::server::EnsureBlasEnvironment(argv);
@@ -22,6 +45,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   shoal::server::Config config = loaded->config;
+  if (loaded->api_key_on_command_line) ScrubApiKeyArgument(argc, argv);
   if (loaded->print_config) {
     std::cout << (loaded->markdown ? shoal::server::ConfigMarkdown()
                                    : shoal::server::PrintConfig(config));
@@ -37,6 +61,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // re-read server.api_key_file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -48,13 +73,8 @@ int main(int argc, char** argv) {
   config.cache_bytes = sizing.cache_bytes;
   log->info("cpu.threads = {} ({})", sizing.cpu_threads, sizing.cpu_source);
   log->info("cache.bytes = {} ({})", sizing.cache_bytes, sizing.cache_source);
-  for (const std::string* addr : {&config.grpc_addr, &config.http_addr}) {
-    if (config.api_key.empty() && !shoal::server::IsLoopbackAddress(*addr)) {
-      log->warn(
-          "listening on {} (not loopback) without an API key: anyone who reaches it can "
-          "read and write every collection; set SHOAL_API_KEY / --api-key",
-          *addr);
-    }
+  for (const std::string& warning : shoal::server::SecurityWarnings(*loaded)) {
+    log->warn("{}", warning);
   }
   shoal::server::Server server(config);
   if (absl::Status s = server.Start(); !s.ok()) {
@@ -71,7 +91,14 @@ int main(int argc, char** argv) {
     }
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    auto keys = server.ReloadApiKeys();
+    if (keys.ok()) {
+      log->info("SIGHUP: API keys reloaded, {} accepted", *keys);
+    } else {
+      log->error("SIGHUP: keeping the old API keys: {}", keys.status().ToString());
+    }
+  }
   log->info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Shutdown();
   return 0;

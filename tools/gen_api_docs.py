@@ -21,8 +21,9 @@ PROTO = "shoal/v1/shoal.proto"
 
 # Codes every Shoal RPC can answer besides OK.
 COMMON = [
-    ("UNAUTHENTICATED", "the server has an API key (`server.api_key`) and the call's "
-     "`authorization: Bearer <key>` metadata is missing or wrong"),
+    ("UNAUTHENTICATED", "the server has API keys (`server.api_key`, `server.api_key_file`) "
+     "and the call's `authorization: Bearer <key>` metadata is missing or none of them; the "
+     "message says only which (the health service needs no key)"),
     ("UNAVAILABLE", "the server is shutting down or cannot be reached; safe to retry for "
      "idempotent calls (see below)"),
     ("DEADLINE_EXCEEDED / CANCELLED", "the client's deadline passed or it cancelled the call"),
@@ -298,7 +299,8 @@ coroutines (grpc.aio). Each method is the RPC in the table above:
   `NOT_SERVING` or `SERVICE_UNKNOWN` (a str enum).
 - `tls=True` uses the system's roots, `tls=shoal.TlsConfig(ca_file=..., cert_file=...,
   key_file=..., server_name=...)` a private CA and a client certificate
-  (grpc.ssl_channel_credentials). shoald serves plaintext for now; TLS lands with issue 17.
+  (grpc.ssl_channel_credentials), for a shoald with `server.tls_cert` (and
+  `server.tls_client_ca`: mutual TLS). A handshake that fails raises `Unavailable`.
 - Deadlines: `timeout` seconds per call; an upsert stream, build_index and flush get an hour.
 
 Errors are raised as subclasses of `shoal.ShoalError` with `.code` (a `grpc.StatusCode`) and

@@ -31,6 +31,8 @@ using shoal::ctl::UsageError;
 struct Args {
   std::string addr = "127.0.0.1:7700";
   std::string api_key;
+  bool tls = false;  // TLS with the system's roots unless tls_ca is set
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
   int timeout_ms = 30000;
   std::string output = "table";
   std::string name, metric = "l2", index = "flat", path, vector_text, query_file;
@@ -254,9 +256,22 @@ namespace {
 void AddGlobalFlags(CLI::App& app, Args& a) {
   if (const char* env = std::getenv("SHOAL_ADDR")) a.addr = env;
   if (const char* env = std::getenv("SHOAL_API_KEY")) a.api_key = env;
+  // Not SHOAL_TLS_CERT / SHOAL_TLS_KEY: those are shoald's own (a container sets both).
+  if (const char* env = std::getenv("SHOAL_TLS_CA")) a.tls_ca = env;
+  if (const char* env = std::getenv("SHOAL_TLS_CLIENT_CERT")) a.tls_cert = env;
+  if (const char* env = std::getenv("SHOAL_TLS_CLIENT_KEY")) a.tls_key = env;
+  if (const char* env = std::getenv("SHOAL_TLS_SERVER_NAME")) a.tls_server_name = env;
   app.add_option("--addr", a.addr, "server address host:port (env SHOAL_ADDR)")
       ->capture_default_str();
   app.add_option("--api-key", a.api_key, "API key (env SHOAL_API_KEY)");
+  app.add_flag("--tls", a.tls, "TLS with the system's CA roots (implied by --tls-ca)");
+  app.add_option("--tls-ca", a.tls_ca, "PEM CA that signs shoald's certificate (env SHOAL_TLS_CA)");
+  app.add_option("--tls-cert", a.tls_cert,
+                 "PEM client certificate, for mutual TLS (env SHOAL_TLS_CLIENT_CERT)");
+  app.add_option("--tls-key", a.tls_key, "its private key (env SHOAL_TLS_CLIENT_KEY)");
+  app.add_option("--tls-server-name", a.tls_server_name,
+                 "name to check in shoald's certificate, when not --addr's host "
+                 "(env SHOAL_TLS_SERVER_NAME)");
   app.add_option("--timeout-ms", a.timeout_ms, "deadline of each call")->capture_default_str();
   app.add_option("-o,--output", a.output, "table or json (read commands; json for scripts)")
       ->check(CLI::IsMember({"table", "json"}))
@@ -337,6 +352,9 @@ int Run(const std::string& command, CLI::App& app, Args& a) {
   shoal::ClientOptions options;
   options.timeout = std::chrono::milliseconds(a.timeout_ms);
   options.api_key = a.api_key;
+  if (a.tls || !a.tls_ca.empty() || !a.tls_cert.empty() || !a.tls_server_name.empty()) {
+    options.tls = shoal::TlsOptions{a.tls_ca, a.tls_cert, a.tls_key, a.tls_server_name};
+  }
   Client client(a.addr, options);
   const Format f = a.format();
   if (command == "create") return Create(client, a);

@@ -1,71 +1,101 @@
-"""Client(tls=...) speaks TLS with the CA and client certificate it is given: against an
-in-process grpc.server that demands a client certificate (shoald's own TLS is issue 17)."""
-import concurrent.futures
+"""Client(tls=...) against a real shoald serving TLS and mutual TLS (issue 17), with a
+throw-away CA made by deploy/make-secrets.sh (openssl) in a temporary directory: the CA's
+client is served, a client trusting another CA or speaking plaintext is refused, and mutual
+TLS needs a client certificate from the CA. Also the API key over TLS."""
+import os
 import shutil
 import subprocess
 
-import grpc
 import pytest
 
 import shoal
-from shoal.v1 import shoal_pb2
+from conftest import REPO, Shoald
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
 
-def make_cert(directory, name):
-    key, cert = directory / f"{name}.key", directory / f"{name}.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return key, cert
+def make_pki(directory):
+    subprocess.run([os.path.join(REPO, "deploy", "make-secrets.sh"), str(directory)],
+                   check=True, capture_output=True)
+    return {name: str(directory / f"{name}.pem") for name in ("ca", "server", "client")} | {
+        f"{name}_key": str(directory / f"{name}.key") for name in ("server", "client")}
 
 
 @pytest.fixture(scope="module")
-def tls_server(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    server_key, server_cert = make_cert(d, "shoal.test")
-    client_key, client_cert = make_cert(d, "client.test")
-    handler = grpc.method_handlers_generic_handler("shoal.v1.Shoal", {
-        "ListCollections": grpc.unary_unary_rpc_method_handler(
-            lambda req, ctx: shoal_pb2.ListCollectionsResponse(
-                collections=[shoal_pb2.CollectionInfo(name="over_tls", dim=3)]),
-            response_serializer=shoal_pb2.ListCollectionsResponse.SerializeToString)})
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
-    server.add_generic_rpc_handlers((handler,))
-    creds = grpc.ssl_server_credentials(
-        [(server_key.read_bytes(), server_cert.read_bytes())],
-        root_certificates=client_cert.read_bytes(), require_client_auth=True)
-    port = server.add_secure_port("127.0.0.1:0", creds)
-    server.start()
-    yield {"address": f"127.0.0.1:{port}", "ca": str(server_cert), "cert": str(client_cert),
-           "key": str(client_key), "other_ca": str(make_cert(d, "other.test")[1])}
-    server.stop(None)
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def test_tls_with_the_servers_ca_and_a_client_certificate_connects(make_client, tls_server):
-    tls = shoal.TlsConfig(ca_file=tls_server["ca"], cert_file=tls_server["cert"],
-                          key_file=tls_server["key"], server_name="shoal.test")
-    c = make_client(tls_server["address"], tls=tls, timeout=10)
-    assert [i.name for i in c.list_collections()] == ["over_tls"]
+@pytest.fixture(scope="module")
+def other_pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("other"))
 
 
-def test_tls_refuses_a_server_signed_by_another_ca(make_client, tls_server):
-    tls = shoal.TlsConfig(ca_file=tls_server["other_ca"], cert_file=tls_server["cert"],
-                          key_file=tls_server["key"], server_name="shoal.test")
-    c = make_client(tls_server["address"], tls=tls, timeout=10)
+@pytest.fixture(scope="module")
+def tls_shoald(pki, workdir):
+    server = Shoald(os.path.join(workdir, "tls"),
+                    ["--tls-cert", pki["server"], "--tls-key", pki["server_key"],
+                     "--api-key", "s3cret"])
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mtls_shoald(pki, workdir):
+    server = Shoald(os.path.join(workdir, "mtls"),
+                    ["--tls-cert", pki["server"], "--tls-key", pki["server_key"],
+                     "--tls-client-ca", pki["ca"]])
+    yield server
+    server.stop()
+
+
+def test_tls_with_the_servers_ca_is_served_by_ip_and_by_name(make_client, tls_shoald, pki):
+    tls = shoal.TlsConfig(ca_file=pki["ca"])
+    c = make_client(tls_shoald.address, tls=tls, api_key="s3cret", timeout=20)
+    assert c.list_collections() == []
+    c = make_client(f"localhost:{tls_shoald.port}", tls=tls, api_key="s3cret", timeout=20)
+    assert c.list_collections() == []
+
+
+def test_api_key_is_still_required_over_tls(make_client, tls_shoald, pki):
+    c = make_client(tls_shoald.address, tls=shoal.TlsConfig(ca_file=pki["ca"]), timeout=20)
+    with pytest.raises(shoal.Unauthenticated):
+        c.list_collections()
+
+
+def test_plaintext_client_is_refused_on_a_tls_port(make_client, tls_shoald):
+    c = make_client(tls_shoald.address, api_key="s3cret", timeout=20)
+    c.max_retries = 0
     with pytest.raises(shoal.Unavailable):
         c.list_collections()
 
 
-def test_tls_without_a_client_certificate_is_refused_by_a_server_that_wants_one(
-        make_client, tls_server):
-    tls = shoal.TlsConfig(ca_file=tls_server["ca"], server_name="shoal.test")
-    c = make_client(tls_server["address"], tls=tls, timeout=10)
+def test_client_trusting_another_ca_refuses_the_server(make_client, tls_shoald, other_pki):
+    c = make_client(tls_shoald.address, tls=shoal.TlsConfig(ca_file=other_pki["ca"]),
+                    api_key="s3cret", timeout=20)
+    c.max_retries = 0
     with pytest.raises(shoal.Unavailable):
         c.list_collections()
 
 
-def test_plaintext_client_cannot_talk_to_a_tls_server(make_client, tls_server):
+def test_mutual_tls_refuses_a_client_without_a_certificate(make_client, mtls_shoald, pki):
+    c = make_client(mtls_shoald.address, tls=shoal.TlsConfig(ca_file=pki["ca"]), timeout=20)
+    c.max_retries = 0
     with pytest.raises(shoal.Unavailable):
-        make_client(tls_server["address"], timeout=10).list_collections()
+        c.list_collections()
+
+
+def test_mutual_tls_refuses_a_certificate_from_another_ca(make_client, mtls_shoald, pki,
+                                                          other_pki):
+    tls = shoal.TlsConfig(ca_file=pki["ca"], cert_file=other_pki["client"],
+                          key_file=other_pki["client_key"])
+    c = make_client(mtls_shoald.address, tls=tls, timeout=20)
+    c.max_retries = 0
+    with pytest.raises(shoal.Unavailable):
+        c.list_collections()
+
+
+def test_mutual_tls_serves_a_client_certificate_from_its_ca(make_client, mtls_shoald, pki):
+    tls = shoal.TlsConfig(ca_file=pki["ca"], cert_file=pki["client"], key_file=pki["client_key"])
+    c = make_client(mtls_shoald.address, tls=tls, timeout=20)
+    assert c.list_collections() == []
