@@ -5,7 +5,8 @@
 // record of what it wrote is exact: it upserts new ids, overwrites and deletes its own,
 // searches (some with a 1 ms deadline: the injected cancellations), reads its own rows back
 // and checks them against the record; two of the clients also run BuildIndex and Flush in turn.
-// Every interval (a minute by default) it prints throughput, errors, p99 latency and shoald's
+// Every interval (a minute by default) it prints throughput, errors, injected cancellations,
+// BuildIndex/Flush calls, p99 latency of reads and of writes and shoald's
 // RSS; at the end, whether the RSS plateaued, and whether shoald's final contents equal the
 // clients' records (every live row's vector, no deleted id, a search for each of a sample of
 // rows finding it first). Exit status 0 only when there were no errors, the RSS plateaued and
@@ -51,17 +52,20 @@ struct Options {
 
 const char* kCollections[] = {"soak_ivf", "soak_flat"};
 
+enum class Kind { kRead, kWrite, kMaintenance };
+
 // One interval's figures, merged from every client.
 struct Interval {
   uint64_t ops = 0, errors = 0, cancelled = 0;
-  LatencyHistogram latency;  // every answered operation but BuildIndex / Flush
+  LatencyHistogram reads, writes;  // Search and Get; Upsert and Delete (answered OK)
+  uint64_t maintenance = 0;        // BuildIndex and Flush calls
   uint64_t rss = 0;
 };
 
 class Stats {
  public:
   explicit Stats(size_t intervals) : intervals_(intervals) {}
-  void Record(size_t interval, uint64_t ns, bool ok, bool cancelled, bool timed,
+  void Record(size_t interval, uint64_t ns, bool ok, bool cancelled, Kind kind,
               const std::string& error) {
     absl::MutexLock lock(&mu_);
     Interval& in = intervals_[std::min(interval, intervals_.size() - 1)];
@@ -71,8 +75,12 @@ class Stats {
     } else if (!ok) {
       ++in.errors;
       if (errors_.size() < 10) errors_.push_back(error);
-    } else if (timed) {
-      in.latency.Record(ns);
+    } else if (kind == Kind::kRead) {
+      in.reads.Record(ns);
+    } else if (kind == Kind::kWrite) {
+      in.writes.Record(ns);
+    } else {
+      ++in.maintenance;
     }
   }
   void SetRss(size_t interval, uint64_t rss) {
@@ -112,7 +120,7 @@ class SoakClient {
       const size_t c = rng_() % 2;
       const int dice = int(rng_() % 100);
       if (index_ < 2 && ++op % 400 == 0) {
-        Timed(interval, false, [&] {
+        Timed(interval, Kind::kMaintenance, [&] {
           const std::string name = kCollections[index_];
           return (op / 400) % 2 ? client_.BuildIndex(name).status() : client_.Flush(name).status();
         });
@@ -194,12 +202,12 @@ class SoakClient {
   }
 
   template <typename Fn>
-  void Timed(const std::function<size_t()>& interval, bool timed, Fn fn, bool may_cancel = false) {
+  void Timed(const std::function<size_t()>& interval, Kind kind, Fn fn, bool may_cancel = false) {
     const Clock::time_point t0 = Clock::now();
     absl::Status s = fn();
     const auto ns = uint64_t(std::chrono::nanoseconds(Clock::now() - t0).count());
     const bool cancelled = may_cancel && (absl::IsDeadlineExceeded(s) || absl::IsCancelled(s));
-    stats_->Record(interval(), ns, s.ok(), cancelled, timed,
+    stats_->Record(interval(), ns, s.ok(), cancelled, kind,
                    absl::StrFormat("client %d: %s", index_, s.ToString()));
   }
 
@@ -213,7 +221,7 @@ class SoakClient {
       for (const Point& p : points) dup |= p.id == Id(slot);
       if (!dup) points.push_back({Id(slot), RandomVector(), {}});
     }
-    Timed(interval, true, [&] {
+    Timed(interval, Kind::kWrite, [&] {
       auto r = client_.Upsert(kCollections[c], points);
       if (r.ok()) {
         for (const Point& p : points) record_[c][p.id - Id(0)] = p.vector;
@@ -226,7 +234,7 @@ class SoakClient {
     std::vector<uint64_t> ids;
     const int n = 1 + int(rng_() % 8);
     for (int i = 0; i < n; ++i) ids.push_back(Id(rng_() % o_.ids_per_client));
-    Timed(interval, true, [&] {
+    Timed(interval, Kind::kWrite, [&] {
       auto r = client_.Delete(kCollections[c], ids);
       if (r.ok()) {
         for (uint64_t id : ids) record_[c][id - Id(0)].reset();
@@ -240,12 +248,12 @@ class SoakClient {
     const std::vector<float> q = RandomVector();
     if (cancel) {
       Timed(
-          interval, false,
+          interval, Kind::kRead,
           [&] { return impatient_.Search(kCollections[c], q, {.k = 10, .nprobe = 64}).status(); },
           true);
       return;
     }
-    Timed(interval, true, [&] {
+    Timed(interval, Kind::kRead, [&] {
       auto r = client_.Search(kCollections[c], q, {.k = 10});
       if (r.ok() && r->hits.size() > 10) return absl::InternalError("more than k hits");
       return r.status();
@@ -256,7 +264,7 @@ class SoakClient {
   void Check(size_t c, const std::function<size_t()>& interval) {
     std::vector<uint64_t> ids;
     for (int i = 0; i < 4; ++i) ids.push_back(Id(rng_() % o_.ids_per_client));
-    Timed(interval, true, [&]() -> absl::Status {
+    Timed(interval, Kind::kRead, [&]() -> absl::Status {
       auto got = client_.Get(kCollections[c], ids, true);
       if (!got.ok()) return got.status();
       std::map<uint64_t, const Point*> found;
@@ -331,15 +339,17 @@ int Run(const Options& o) {
   std::vector<std::thread> threads;
   for (auto& c : clients) threads.emplace_back([&, c = c.get()] { c->Run(stop, interval); });
 
-  std::printf("\n%8s %10s %8s %10s %12s %10s\n", "interval", "ops/s", "errors", "cancelled", "p99",
-              "RSS");
+  std::printf("\n%8s %8s %7s %9s %11s %12s %12s %10s\n", "until s", "ops/s", "errors", "cancelled",
+              "build/flush", "p99 reads", "p99 writes", "RSS");
   for (size_t i = 0; i < intervals; ++i) {
     std::this_thread::sleep_until(start + std::chrono::seconds(o.interval_seconds * (i + 1)));
     stats.SetRss(i, RssBytes(shoald.pid()));
     const Interval in = stats.intervals()[i];
-    std::printf("%8zu %10.0f %8llu %10llu %12s %10s\n", i + 1, double(in.ops) / o.interval_seconds,
+    std::printf("%8zu %8.0f %7llu %9llu %11llu %12s %12s %10s\n",
+                size_t(o.interval_seconds) * (i + 1), double(in.ops) / o.interval_seconds,
                 (unsigned long long)in.errors, (unsigned long long)in.cancelled,
-                Ms(in.latency.Percentile(0.99)).c_str(), MiB(double(in.rss)).c_str());
+                (unsigned long long)in.maintenance, Ms(in.reads.Percentile(0.99)).c_str(),
+                Ms(in.writes.Percentile(0.99)).c_str(), MiB(double(in.rss)).c_str());
     std::fflush(stdout);
   }
   stop.store(true);
