@@ -53,6 +53,7 @@ struct Options {
   int connections = 8;
   int cpu_threads = 1;
   int64_t cache_bytes = 32 << 20;
+  std::vector<std::string> shoald_args;  // more flags for shoald
 };
 
 // What one phase's answers looked like.
@@ -294,6 +295,9 @@ int main(int argc, char** argv) {
   app.add_option("--connections", o.connections, "client connections");
   app.add_option("--cpu-threads", o.cpu_threads, "shoald's arena threads");
   app.add_option("--cache-bytes", o.cache_bytes, "shoald's cache.bytes");
+  app.add_option(
+      "--shoald-arg", o.shoald_args,
+      "a further shoald flag, e.g. --shoald-arg=--max-inflight-searches=32 (repeatable)");
   CLI11_PARSE(app, argc, argv);
   return shoal::bench::Run(o);
 }
