@@ -53,7 +53,7 @@ struct Options {
   int connections = 8;
   int cpu_threads = 1;
   int64_t cache_bytes = 32 << 20;
-  std::vector<std::string> shoald_args;  // more flags for shoald
+  int max_inflight = 0;  // shoald's search.max_inflight; 0 = its default
 };
 
 // What one phase's answers looked like.
@@ -189,11 +189,13 @@ int Run(const Options& o) {
   std::error_code ec;
   std::filesystem::remove_all(o.dir, ec);
   std::filesystem::create_directories(o.dir, ec);
+  std::vector<std::string> args = {"--cpu-threads", std::to_string(o.cpu_threads), "--cache-bytes",
+                                   std::to_string(o.cache_bytes)};
+  if (o.max_inflight > 0) {
+    args.insert(args.end(), {"--max-inflight-searches", std::to_string(o.max_inflight)});
+  }
   auto server =
-      LocalShoald::Start({.binary = o.shoald,
-                          .data_dir = o.dir + "/data",
-                          .extra_args = {"--cpu-threads", std::to_string(o.cpu_threads),
-                                         "--cache-bytes", std::to_string(o.cache_bytes)}});
+      LocalShoald::Start({.binary = o.shoald, .data_dir = o.dir + "/data", .extra_args = args});
   if (!server.ok()) {
     std::fprintf(stderr, "shoald: %s\n", server.status().ToString().c_str());
     return 1;
@@ -209,11 +211,13 @@ int Run(const Options& o) {
     std::fprintf(stderr, "loading: %s\n", s.ToString().c_str());
     return 1;
   }
+  const std::string extra =
+      o.max_inflight > 0 ? absl::StrFormat(", search.max_inflight %d", o.max_inflight) : "";
   std::printf(
-      "shoald: %d arena thread(s), cache.bytes %s; %zu x %u IVF_FLAT nlist %u, "
+      "shoald: %d arena thread(s), cache.bytes %s%s; %zu x %u IVF_FLAT nlist %u, "
       "nprobe %u, %d connections\n",
-      o.cpu_threads, MiB(double(o.cache_bytes)).c_str(), o.n, o.dim, o.nlist, o.nprobe,
-      o.connections);
+      o.cpu_threads, MiB(double(o.cache_bytes)).c_str(), extra.c_str(), o.n, o.dim, o.nlist,
+      o.nprobe, o.connections);
 
   Driver driver(shoald.grpc_addr(), o.connections, data, o.nprobe);
   driver.ClosedLoop(4 * o.connections, 2);  // warm the cache and the connections
@@ -226,8 +230,16 @@ int Run(const Options& o) {
   driver.Drain();
   uint64_t peak_rss = 0;
   const uint64_t rss_before = RssBytes(shoald.pid());
-  driver.OpenLoop(capacity * o.factor, o.seconds, &burst,
-                  [&] { peak_rss = std::max(peak_rss, RssBytes(shoald.pid())); });
+  // Every 100 ms: shoald's RSS; every second: what it holds (admitted searches, RPCs).
+  double max_searches = 0, max_rpcs = 0;
+  int tick = 0;
+  driver.OpenLoop(capacity * o.factor, o.seconds, &burst, [&] {
+    peak_rss = std::max(peak_rss, RssBytes(shoald.pid()));
+    if (tick++ % 10 != 0) return;
+    max_searches =
+        std::max(max_searches, ScrapeSample(shoald.http_port(), "shoal_search_inflight"));
+    max_rpcs = std::max(max_rpcs, ScrapeSample(shoald.http_port(), "shoal_rpc_inflight"));
+  });
   const double cache_used = ScrapeSample(shoald.http_port(), "shoal_cache_bytes{state=\"used\"}");
   // No drain: the recovery's requests queue behind the burst's admitted backlog, as a real
   // client's would.
@@ -245,6 +257,10 @@ int Run(const Options& o) {
                      absl::StrFormat("shoal_admission_refusals_total{reason=\"%s\"}", reason));
     std::printf("refusals %-15s %.0f\n", reason, n);
   }
+  std::printf(
+      "during the burst shoald held at most %.0f admitted searches and %.0f RPCs "
+      "(sampled each second)\n",
+      max_searches, max_rpcs);
   const double served_qps = double(burst.ok.count()) / o.seconds;
   std::printf("burst served %.0f QPS (%.2f x capacity) while offered %.0f\n", served_qps,
               served_qps / capacity, capacity * o.factor);
@@ -295,9 +311,8 @@ int main(int argc, char** argv) {
   app.add_option("--connections", o.connections, "client connections");
   app.add_option("--cpu-threads", o.cpu_threads, "shoald's arena threads");
   app.add_option("--cache-bytes", o.cache_bytes, "shoald's cache.bytes");
-  app.add_option(
-      "--shoald-arg", o.shoald_args,
-      "a further shoald flag, e.g. --shoald-arg=--max-inflight-searches=32 (repeatable)");
+  app.add_option("--max-inflight", o.max_inflight,
+                 "shoald's search.max_inflight (0 = its default, 256)");
   CLI11_PARSE(app, argc, argv);
   return shoal::bench::Run(o);
 }
