@@ -55,7 +55,13 @@ double PeerRefusals(int http_port) {
 // channel, one connection) until Stop(), re-issuing each as soon as it is answered.
 class Flood {
  public:
-  Flood(Client* client) : client_(client) {}
+  explicit Flood(Client* client) : client_(client) {}
+
+  // A failed assertion may leave the test early: no callback may outlive the flood.
+  ~Flood() {
+    Stop();
+    Drain();
+  }
 
   void Start() {
     for (int i = 0; i < kGreedyInFlight; ++i) Issue();
