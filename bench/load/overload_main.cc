@@ -40,6 +40,9 @@ using Clock = std::chrono::steady_clock;
 // Recovered: a second's median latency within this factor of the baseline's (the machine is
 // shared, so single seconds of a quiet server vary by about this much).
 constexpr double kRecovered = 2.0;
+// Searches outstanding while capacity is measured: enough to keep the arena busy, within one
+// connection's default share (search.max_inflight / 4 = 64).
+constexpr int kClosedLoopOutstanding = 32;
 
 struct Options {
   std::string shoald = "build/bin/shoald";
@@ -220,9 +223,10 @@ int Run(const Options& o) {
       o.nprobe, o.connections);
 
   Driver driver(shoald.grpc_addr(), o.connections, data, o.nprobe);
-  driver.ClosedLoop(4 * o.connections, 2);  // warm the cache and the connections
-  const double capacity = driver.ClosedLoop(4 * o.connections, 5);
-  std::printf("capacity (closed loop, %d outstanding): %.0f QPS\n", 4 * o.connections, capacity);
+  driver.ClosedLoop(kClosedLoopOutstanding, 2);  // warm the cache and the connections
+  const double capacity = driver.ClosedLoop(kClosedLoopOutstanding, 5);
+  std::printf("capacity (closed loop, %d outstanding): %.0f QPS\n", kClosedLoopOutstanding,
+              capacity);
   if (capacity <= 0) return 1;
 
   PhaseStats baseline, burst, recovery;
