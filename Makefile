@@ -28,6 +28,8 @@ help:
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
+	@echo "make overload   shoald offered 2x the searches it can serve for 30 s (refusals, latency, RSS, recovery)"
+	@echo "make soak       SOAK_MINUTES (default 10) of mixed traffic from 32 clients, then every row checked"
 	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
@@ -107,6 +109,17 @@ test-fuzz fuzz: deps
 # I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
+
+# Overload and soak (bench/load/README.md; not part of make test).
+SOAK_MINUTES ?= 10
+SOAK_INTERVAL ?= 60
+.PHONY: overload soak
+overload: build
+	$(BENCH_ENV) build/bin/shoal-overload --shoald build/bin/shoald
+
+soak: build
+	$(BENCH_ENV) build/bin/shoal-soak --shoald build/bin/shoald --minutes $(SOAK_MINUTES) \
+	  --interval-seconds $(SOAK_INTERVAL)
 
 # docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
 .PHONY: docs

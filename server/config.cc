@@ -54,6 +54,10 @@ const std::vector<Field>& Fields() {
        "write the bound ports here as JSON once serving"},
       {"server.shutdown_grace_seconds", "SHOAL_SHUTDOWN_GRACE_SECONDS", "--shutdown-grace-seconds",
        &Config::shutdown_grace_seconds, "seconds SIGTERM waits for in-flight requests"},
+      {"server.max_inflight_per_peer", "SHOAL_MAX_INFLIGHT_PER_PEER", "--max-inflight-per-peer",
+       &Config::max_inflight_per_peer,
+       "Searches and Gets one client connection may run at once; more get RESOURCE_EXHAUSTED; "
+       "0 = max(1, search.max_inflight / 4)"},
       {"server.maintenance_threads", "SHOAL_MAINTENANCE_THREADS", "--maintenance-threads",
        &Config::maintenance_threads,
        "threads for BuildIndex / Flush, apart from the ones serving Get and create/drop"},

@@ -44,6 +44,10 @@ struct Config {
   int cpu_threads = 0;
   // Search requests running or queued at once; past it: RESOURCE_EXHAUSTED. Default: 256.
   int max_inflight_searches = 256;
+  // Searches and Gets one client connection (gRPC peer, ip:port) may have running at once;
+  // past it: RESOURCE_EXHAUSTED, so one greedy client cannot take every search slot.
+  // 0 = max(1, max_inflight_searches / 4). Default: 0.
+  int max_inflight_per_peer = 0;
   // nprobe when neither the request nor the collection sets one. Default: 16.
   int search_default_nprobe = 16;
   // K: partitions one search task scans at most. Default: 16.

@@ -62,6 +62,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Search requests admitted and not yet answered")
                           .Register(*registry_)
                           .Add({});
+  auto& refusals = prometheus::BuildCounter()
+                       .Name("shoal_admission_refusals_total")
+                       .Help("Requests refused with RESOURCE_EXHAUSTED at admission, by reason")
+                       .Register(*registry_);
+  refusals_[int(Refusal::kServerSlots)] = &refusals.Add({{"reason", "server_slots"}});
+  refusals_[int(Refusal::kPeerSlots)] = &refusals.Add({{"reason", "peer_slots"}});
+  refusals_[int(Refusal::kInflightBytes)] = &refusals.Add({{"reason", "inflight_bytes"}});
   rpc_inflight_ = &prometheus::BuildGauge()
                        .Name("shoal_rpc_inflight")
                        .Help("gRPC requests received and not yet completed")

@@ -7,6 +7,7 @@
 //   shoal_collection_disk_bytes{collection}    gauge, refreshed at scrape time
 //   shoal_search_inflight                      gauge
 //   shoal_rpc_inflight                         gauge (every RPC from arrival to OnDone)
+//   shoal_admission_refusals_total{reason}     counter (RESOURCE_EXHAUSTED at admission)
 //   shoal_cpu_arena_threads, shoal_cpu_arena_busy_seconds_total, shoal_cpu_arena_queued_tasks
 //   shoal_io_backend{backend}                  1 for the backend in use (uring or pread)
 //   shoal_io_reads_total, shoal_io_submissions_total, shoal_io_read_bytes_total,
@@ -56,6 +57,13 @@ struct ArenaSample {
   double queued = 0;
 };
 
+// Why a request was refused at admission with RESOURCE_EXHAUSTED (the `reason` label).
+enum class Refusal {
+  kServerSlots,    // search.max_inflight: every search slot of the server is taken
+  kPeerSlots,      // server.max_inflight_per_peer: this connection holds its share
+  kInflightBytes,  // limits.max_inflight_request_bytes: the running requests' memory estimate
+};
+
 class Metrics {
  public:
   Metrics();
@@ -66,6 +74,7 @@ class Metrics {
   void ObserveRpc(const std::string& method, int code, double seconds);
   void ObserveWalFsync(double seconds) { wal_fsync_->Observe(seconds); }
   prometheus::Gauge& search_inflight() { return *search_inflight_; }
+  void CountRefusal(Refusal reason) { refusals_[int(reason)]->Increment(); }
 
   // Brackets every RPC, so shutdown can wait for the in-flight ones to finish.
   void RpcStarted() {
@@ -90,6 +99,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* disk_bytes_;
   prometheus::Histogram* wal_fsync_;
   prometheus::Gauge* search_inflight_;
+  prometheus::Counter* refusals_[3];  // by Refusal
   prometheus::Gauge* rpc_inflight_;
   std::atomic<int64_t> rpc_inflight_count_{0};
   prometheus::Gauge* arena_threads_;

@@ -105,4 +105,36 @@ absl::StatusOr<InflightBytes::Reservation> InflightBytes::Acquire(uint64_t bytes
   return Reservation(this, bytes);
 }
 
+absl::StatusOr<PeerSlots::Slot> PeerSlots::Acquire(const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  int& held = held_[peer];
+  if (held >= per_peer_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this connection (", peer, ") already has ", held,
+                     " searches and gets in flight (server.max_inflight_per_peer = ", per_peer_,
+                     "); wait for their answers or retry with backoff"));
+  }
+  ++held;
+  return Slot(this, peer);
+}
+
+void PeerSlots::Slot::Release() {
+  PeerSlots* owner = std::exchange(owner_, nullptr);
+  if (owner == nullptr) return;
+  absl::MutexLock lock(&owner->mu_);
+  auto it = owner->held_.find(peer_);
+  if (it != owner->held_.end() && --it->second <= 0) owner->held_.erase(it);
+}
+
+int PeerSlots::held(const std::string& peer) const {
+  absl::MutexLock lock(&mu_);
+  auto it = held_.find(peer);
+  return it == held_.end() ? 0 : it->second;
+}
+
+size_t PeerSlots::peers() const {
+  absl::MutexLock lock(&mu_);
+  return held_.size();
+}
+
 }  // namespace shoal::server

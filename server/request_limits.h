@@ -11,19 +11,26 @@
 //     it is refused before the work rather than after it.
 //   - InflightBytes: the estimates of every Search and Get running at once, bounded by
 //     limits.max_inflight_request_bytes; past it, RESOURCE_EXHAUSTED (retry with backoff).
+//   - PeerSlots: the Searches and Gets one client connection has running at once, bounded by
+//     server.max_inflight_per_peer, so one greedy connection cannot take every search slot
+//     (search.max_inflight) and starve the others; past it, RESOURCE_EXHAUSTED.
 //
 // The estimates are upper bounds of what the engine allocates per request; the scan scratch
 // of a task is bounded separately by the engine (core/index/ivf_search.cc) and is per thread.
 //
-// Thread-safety: the functions are pure; InflightBytes is thread-safe.
+// Thread-safety: the functions are pure; InflightBytes and PeerSlots are thread-safe.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal::server {
@@ -89,6 +96,49 @@ class InflightBytes {
  private:
   const uint64_t budget_;
   std::atomic<uint64_t> used_{0};
+};
+
+// Requests in flight per client connection. The key is the gRPC peer (`context->peer()`,
+// "ipv4:127.0.0.1:51234"): one TCP connection, i.e. one channel (gRPC shares a connection
+// between channels of one process created with the same target and arguments).
+class PeerSlots {
+ public:
+  // At most `per_peer` (at least 1) requests of one peer at once.
+  explicit PeerSlots(int per_peer) : per_peer_(per_peer < 1 ? 1 : per_peer) {}
+
+  // One request of one peer, held until destroyed (move-only).
+  class Slot {
+   public:
+    Slot() = default;
+    Slot(Slot&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)), peer_(std::move(other.peer_)) {}
+    Slot& operator=(Slot&& other) noexcept {
+      std::swap(owner_, other.owner_);
+      std::swap(peer_, other.peer_);
+      return *this;
+    }
+    ~Slot() { Release(); }
+    void Release();
+
+   private:
+    friend class PeerSlots;
+    Slot(PeerSlots* owner, std::string peer) : owner_(owner), peer_(std::move(peer)) {}
+    PeerSlots* owner_ = nullptr;
+    std::string peer_;
+  };
+
+  // A slot for `peer`, or RESOURCE_EXHAUSTED naming the peer and server.max_inflight_per_peer
+  // when it already holds per_peer() of them.
+  absl::StatusOr<Slot> Acquire(const std::string& peer);
+  int per_peer() const { return per_peer_; }
+  // Slots `peer` holds now; peers holding none take no memory.
+  int held(const std::string& peer) const;
+  size_t peers() const;
+
+ private:
+  const int per_peer_;
+  mutable absl::Mutex mu_;
+  std::unordered_map<std::string, int> held_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::server

@@ -37,7 +37,10 @@ ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core:
       admin_(admin),
       metrics_(metrics),
       options_(std::move(options)),
-      inflight_bytes_(options_.max_inflight_request_bytes) {}
+      inflight_bytes_(options_.max_inflight_request_bytes),
+      peer_slots_(options_.max_inflight_per_peer > 0
+                      ? options_.max_inflight_per_peer
+                      : std::max(1, options_.max_inflight_searches / 4)) {}
 
 void ShoalService::SetCollectionServing(const std::string& collection, bool serving) {
   if (health_) health_->SetServingStatus(CollectionHealthName(collection), serving);
@@ -236,31 +239,39 @@ void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::Ge
     r->FinishWith(cost.status());
     return;
   }
+  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(ctx->peer());
+  if (!peer_slot.ok()) {
+    metrics_->CountRefusal(Refusal::kPeerSlots);
+    r->FinishWith(peer_slot.status());
+    return;
+  }
   absl::StatusOr<InflightBytes::Reservation> reservation = inflight_bytes_.Acquire(*cost);
   if (!reservation.ok()) {
+    metrics_->CountRefusal(Refusal::kInflightBytes);
     r->FinishWith(reservation.status());
     return;
   }
   // Rows in segments are read with blocking preads: off the gRPC thread, off the arena.
-  admin_->Submit(Guarded(
-      r, [this, r, req, resp, collection = *c, reservation = *std::move(reservation)]() mutable {
-        std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
-        absl::Status status;
-        uint64_t wire_bytes = 0;
-        for (const auto& p : collection->Get(ids, req->include_vectors())) {
-          // Attributes are not in the estimate: count the real size as the response grows.
-          wire_bytes += p.vector.size() * sizeof(float) + p.attributes.size() + 16;
-          if (wire_bytes > options_.limits.max_response_bytes) {
-            status = absl::ResourceExhaustedError(absl::StrCat(
-                "the response would be over server.max_message_bytes (",
-                options_.limits.max_response_bytes, " bytes); ask for fewer ids per request"));
-            break;
-          }
-          StoredPointToProto(p, resp->add_points());
-        }
-        reservation.Release();
-        r->FinishWith(status);
-      }));
+  admin_->Submit(Guarded(r, [this, r, req, resp, collection = *c, peer_slot = *std::move(peer_slot),
+                             reservation = *std::move(reservation)]() mutable {
+    std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
+    absl::Status status;
+    uint64_t wire_bytes = 0;
+    for (const auto& p : collection->Get(ids, req->include_vectors())) {
+      // Attributes are not in the estimate: count the real size as the response grows.
+      wire_bytes += p.vector.size() * sizeof(float) + p.attributes.size() + 16;
+      if (wire_bytes > options_.limits.max_response_bytes) {
+        status = absl::ResourceExhaustedError(absl::StrCat(
+            "the response would be over server.max_message_bytes (",
+            options_.limits.max_response_bytes, " bytes); ask for fewer ids per request"));
+        break;
+      }
+      StoredPointToProto(p, resp->add_points());
+    }
+    reservation.Release();
+    peer_slot.Release();
+    r->FinishWith(status);
+  }));
 }
 
 namespace {
@@ -325,8 +336,16 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     r->FinishWith(cost.status());
     return;
   }
+  // This connection's share first: a greedy client is refused before it takes a server slot.
+  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(ctx->peer());
+  if (!peer_slot.ok()) {
+    metrics_->CountRefusal(Refusal::kPeerSlots);
+    r->FinishWith(peer_slot.status());
+    return;
+  }
   if (inflight_searches_.fetch_add(1) >= options_.max_inflight_searches) {
     inflight_searches_.fetch_sub(1);
+    metrics_->CountRefusal(Refusal::kServerSlots);
     r->FinishWith(absl::ResourceExhaustedError(absl::StrCat(
         "too many searches in flight (search.max_inflight = ", options_.max_inflight_searches,
         "); retry with backoff")));
@@ -336,6 +355,7 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
   SearchSlot slot(this);
   auto reservation = inflight_bytes_.Acquire(*cost);
   if (!reservation.ok()) {
+    metrics_->CountRefusal(Refusal::kInflightBytes);
     r->FinishWith(reservation.status());
     return;
   }
@@ -345,11 +365,12 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
   search.options.batch_bytes = options_.batch_bytes;
   search.options.max_pinned_bytes = options_.max_pinned_bytes;
   auto done = [this, r, req, resp, collection, slot = std::move(slot),
-               reservation = *std::move(reservation)](
+               peer_slot = *std::move(peer_slot), reservation = *std::move(reservation)](
                   absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
     slot.Release();
     if (!results.ok()) {
       reservation.Release();
+      peer_slot.Release();
       return r->FinishWith(results.status());
     }
     for (const core::QueryResult& result : *results) {
@@ -374,16 +395,18 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
     }
     if (!req->include_vectors() && !req->include_attributes()) {
       reservation.Release();
+      peer_slot.Release();
       return r->FinishWith(absl::OkStatus());
     }
     // Vectors and attributes may live in segments (blocking reads): not on the arena.
-    admin_->Submit(Guarded(
-        r, [this, r, req, resp, collection, reservation = std::move(reservation)]() mutable {
-          absl::Status attached =
-              AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
-          reservation.Release();
-          r->FinishWith(attached);
-        }));
+    admin_->Submit(Guarded(r, [this, r, req, resp, collection, peer_slot = std::move(peer_slot),
+                               reservation = std::move(reservation)]() mutable {
+      absl::Status attached =
+          AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
+      reservation.Release();
+      peer_slot.Release();
+      r->FinishWith(attached);
+    }));
   };
   core::IvfSearch(*cpu_, std::move(search), Guarded(r, std::move(done)));
 }

@@ -50,6 +50,8 @@ class ShoalService final {
     uint64_t flush_rows = 200000;  // memtable rows that trigger a background flush
     RequestLimits limits;
     uint64_t max_inflight_request_bytes = 1ull << 30;
+    // Searches and Gets of one connection at once; 0 = max(1, max_inflight_searches / 4).
+    int max_inflight_per_peer = 0;
   };
 
   ShoalService(storage::Catalog* catalog, core::Executor* cpu, core::Executor* admin,
@@ -66,6 +68,7 @@ class ShoalService final {
   // From now on every new RPC gets UNAVAILABLE (graceful shutdown).
   void StopAdmitting() { admitting_.store(false); }
   int64_t inflight_searches() const { return inflight_searches_.load(); }
+  int max_inflight_per_peer() const { return peer_slots_.per_peer(); }
 
   // The handlers. Each finishes `r` exactly once, now or later from another thread; `req` and
   // `resp` live until then (they belong to `r`).
@@ -147,6 +150,7 @@ class ShoalService final {
   std::atomic<bool> admitting_{true};
   std::atomic<int64_t> inflight_searches_{0};
   InflightBytes inflight_bytes_;  // estimates of the Searches and Gets running (I-9)
+  PeerSlots peer_slots_;          // Searches and Gets running per client connection
   absl::Mutex flush_mu_;
   // Collections with a background flush queued or running.
   std::set<std::string> flushing_ ABSL_GUARDED_BY(flush_mu_);

@@ -65,14 +65,16 @@ STATUS = {
     "Get": [
         "`INVALID_ARGUMENT` for an empty `ids` or more than 100000 ids", _COLL,
         "`RESOURCE_EXHAUSTED` when the answer would be over `server.max_message_bytes`, the "
-        "request's memory estimate over `limits.max_request_bytes`, or every request in "
-        "flight together over `limits.max_inflight_request_bytes` (retry with backoff)"],
+        "request's memory estimate over `limits.max_request_bytes`, every request in "
+        "flight together over `limits.max_inflight_request_bytes`, or the connection already "
+        "has `server.max_inflight_per_peer` Searches and Gets running (retry with backoff)"],
     "Search": [
         "`INVALID_ARGUMENT` for k outside 1..10000, nprobe over 65536, no queries or more than "
         "10000, a query whose length is not dim or that holds a NaN or infinity, or "
         "k * refine_factor over `limits.max_candidates_per_query`",
         _COLL,
-        "`RESOURCE_EXHAUSTED` past `search.max_inflight` searches running or queued, or over "
+        "`RESOURCE_EXHAUSTED` past `search.max_inflight` searches running or queued, past "
+        "`server.max_inflight_per_peer` Searches and Gets of this connection, or over "
         "`limits.max_request_bytes`, `limits.max_inflight_request_bytes` or "
         "`server.max_message_bytes` (the message says which; retry with backoff or send "
         "smaller requests)",

@@ -107,5 +107,46 @@ TEST(InflightBytes, ALoneRequestLargerThanTheBudgetIsStillAdmitted) {
   EXPECT_EQ(budget.Acquire(1).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST(PeerSlots, APeerPastItsShareIsRefusedWhileOthersAreStillAdmitted) {
+  PeerSlots slots(2);
+  auto a1 = slots.Acquire("ipv4:127.0.0.1:1000");
+  auto a2 = slots.Acquire("ipv4:127.0.0.1:1000");
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  auto a3 = slots.Acquire("ipv4:127.0.0.1:1000");
+  EXPECT_EQ(a3.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(a3.status().message(), HasSubstr("server.max_inflight_per_peer = 2"));
+  EXPECT_THAT(a3.status().message(), HasSubstr("ipv4:127.0.0.1:1000"));
+  // Another connection has its own share.
+  auto b1 = slots.Acquire("ipv4:127.0.0.1:2000");
+  EXPECT_TRUE(b1.ok()) << b1.status();
+  EXPECT_EQ(slots.held("ipv4:127.0.0.1:1000"), 2);
+  EXPECT_EQ(slots.held("ipv4:127.0.0.1:2000"), 1);
+}
+
+TEST(PeerSlots, ReleasingASlotAdmitsThePeerAgainAndForgetsIdlePeers) {
+  PeerSlots slots(1);
+  {
+    auto a = slots.Acquire("p");
+    ASSERT_TRUE(a.ok());
+    EXPECT_FALSE(slots.Acquire("p").ok());
+    PeerSlots::Slot moved = *std::move(a);  // the move carries the slot, not a second one
+    EXPECT_EQ(slots.held("p"), 1);
+    moved.Release();
+    moved.Release();  // a second release is a no-op
+    EXPECT_EQ(slots.held("p"), 0);
+    auto again = slots.Acquire("p");
+    EXPECT_TRUE(again.ok());
+  }
+  EXPECT_EQ(slots.peers(), 0u);  // no memory per connection once it is idle
+}
+
+TEST(PeerSlots, AShareBelowOneIsOne) {
+  PeerSlots slots(0);
+  EXPECT_EQ(slots.per_peer(), 1);
+  auto a = slots.Acquire("p");
+  EXPECT_TRUE(a.ok());
+  EXPECT_FALSE(slots.Acquire("p").ok());
+}
+
 }  // namespace
 }  // namespace shoal::server
