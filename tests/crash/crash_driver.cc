@@ -245,10 +245,10 @@ class Harness {
       const FailPointDef* fp = PickFailPoint(cycle);
       std::string armed;
       if (fp) armed = absl::StrCat(fp->name, ":crash@", 1 + rng_() % fp->max_nth);
-      if (absl::Status s = Cycle(cycle, armed); !s.ok()) return Fail(cycle, armed, s);
+      if (absl::Status s = Cycle(cycle, armed); !s.ok()) return Fail(s);
     }
     if (absl::Status s = Cycle(o_.cycles, "", /*last=*/true); !s.ok()) {
-      return Fail(o_.cycles, "(final check)", s);
+      return Fail(s);
     }
     Report();
     if (!o_.keep) std::filesystem::remove_all(o_.work);
@@ -271,6 +271,8 @@ class Harness {
     }
     auto started = LocalShoald::Start({.binary = o_.shoald, .data_dir = data_dir_});
     unsetenv("SHOAL_FAILPOINTS");
+    // A failure from here to the end of Verify is the previous crash's.
+    blame_ = last_crash_;
     if (!started.ok()) return started.status();
     std::unique_ptr<LocalShoald> server = *std::move(started);
     ClientOptions copts;
@@ -283,6 +285,7 @@ class Harness {
       return s;
     }
     totals_.verified_acked = totals_.acked;
+    blame_ = absl::StrCat("cycle ", cycle, ", ", armed.empty() ? "timed kill -9" : armed);
     if (last) {
       server->Kill9();
       return absl::OkStatus();
@@ -298,6 +301,8 @@ class Harness {
     const size_t at = log.find("failpoint " + name + " hit");
     if (!name.empty() && at != std::string::npos) ++totals_.fp[name].second;
     if (absl::Status s = Fatal(log); !s.ok()) return s;
+    last_crash_ = absl::StrCat("cycle ", cycle, ", ", armed.empty() ? "timed kill -9" : armed,
+                               !armed.empty() && at == std::string::npos ? " (not reached)" : "");
     std::printf("cycle %d: %s%s\n", cycle, armed.empty() ? "timed kill -9" : armed.c_str(),
                 armed.empty() || at != std::string::npos ? "" : " (not reached: timed kill -9)");
     std::fflush(stdout);
@@ -347,14 +352,14 @@ class Harness {
     totals_.maintenance += maintenance;
   }
 
-  int Fail(int cycle, const std::string& armed, const absl::Status& s) {
+  // `blame_` names the crash whose recovery failed (or the cycle that was running).
+  int Fail(const absl::Status& s) {
     std::fprintf(stderr,
-                 "\nshoal-crash FAILED: seed %lu, cycle %d, failpoint %s\n%s\n"
+                 "\nshoal-crash FAILED: seed %lu, %s\n%s\n"
                  "data directory and shoald log kept in %s (rerun: shoal-crash --seed %lu "
                  "--cycles %d)\n",
-                 (unsigned long)o_.seed, cycle,
-                 armed.empty() ? "none (timed kill -9)" : armed.c_str(), s.ToString().c_str(),
-                 o_.work.c_str(), (unsigned long)o_.seed, o_.cycles);
+                 (unsigned long)o_.seed, blame_.c_str(), s.ToString().c_str(), o_.work.c_str(),
+                 (unsigned long)o_.seed, o_.cycles);
     return 1;
   }
 
@@ -385,6 +390,8 @@ class Harness {
   std::vector<CollectionModel> models_;
   std::string data_dir_;
   std::vector<const FailPointDef*> order_;
+  std::string last_crash_ = "first start (no crash yet)";
+  std::string blame_;
   std::atomic<uint64_t> seq_{0};
   Counts totals_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -16,9 +17,12 @@
 namespace shoal::crash {
 namespace {
 
+std::string Describe(bool present, const std::vector<float>& v) {
+  return present ? absl::StrCat("[", absl::StrJoin(v, ","), "]") : "absent";
+}
+
 std::string Describe(bool present, const std::vector<float>& v, uint64_t seq) {
-  if (!present) return absl::StrCat("absent (write #", seq, ")");
-  return absl::StrCat("[", absl::StrJoin(v, ","), "] (write #", seq, ")");
+  return absl::StrCat(Describe(present, v), seq ? absl::StrCat(" (write #", seq, ")") : "");
 }
 
 // Whether what Get returned for slot i is one of the values the record allows.
@@ -33,6 +37,7 @@ absl::Status CheckContents(Client& client, CollectionModel& m, VerifyCounts* cou
   const size_t n = m.slots.size();
   std::vector<bool> seen(n, false);
   std::vector<std::vector<float>> got(n);
+  std::map<uint64_t, bool> doubt_outcome;  // write in doubt -> whether it was applied
   constexpr size_t kBatch = 512;
   for (size_t first = 0; first < n; first += kBatch) {
     std::vector<uint64_t> ids;
@@ -55,9 +60,23 @@ absl::Status CheckContents(Client& client, CollectionModel& m, VerifyCounts* cou
       if (s.in_doubt)
         absl::StrAppend(&want, " or ", Describe(s.doubt_present, s.doubt_vector, s.doubt_seq));
       return absl::DataLossError(absl::StrCat(m.def.name, ": id ", i + 1, " is ",
-                                              Describe(seen[i], got[i], 0), ", expected ", want));
+                                              Describe(seen[i], got[i]), ", expected ", want));
     }
-    if (s.in_doubt) ++counts->doubts_resolved;
+    if (s.in_doubt) {
+      // One write is one WAL record: all of its ids took it, or none did.
+      const bool old_value = s.present == seen[i] && (!seen[i] || s.vector == got[i]);
+      const bool new_value = s.doubt_present == seen[i] && (!seen[i] || s.doubt_vector == got[i]);
+      if (old_value != new_value) {
+        auto [it, first] = doubt_outcome.emplace(s.doubt_seq, new_value);
+        if (!first && it->second != new_value) {
+          return absl::DataLossError(absl::StrCat(m.def.name, ": write #", s.doubt_seq,
+                                                  ", in doubt at the crash, was applied to some "
+                                                  "of its ids only (id ",
+                                                  i + 1, ")"));
+        }
+      }
+      ++counts->doubts_resolved;
+    }
     s.present = seen[i];
     s.vector = seen[i] ? got[i] : std::vector<float>();
     s.in_doubt = false;
@@ -84,8 +103,12 @@ float L2(const std::vector<float>& a, const std::vector<float>& b) {
 absl::Status CheckSearch(Client& client, const CollectionModel& m, std::mt19937_64& rng,
                          VerifyCounts* counts) {
   std::normal_distribution<float> normal;
-  constexpr uint32_t k = 10;
-  for (int q = 0; q < 3; ++q) {
+  // Three top-10 searches, then one whose k exceeds the live count: it must return every live
+  // vector once and nothing else (a dead row that search still sees shows up here).
+  uint64_t live = 0;
+  for (const Slot& s : m.slots) live += s.present ? 1 : 0;
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t k = q < 3 ? 10 : uint32_t(live + 10);
     std::vector<float> query(m.def.dim);
     for (float& x : query) x = normal(rng);
     std::vector<std::pair<float, uint64_t>> exact;
@@ -119,6 +142,19 @@ absl::Status CheckSearch(Client& client, const CollectionModel& m, std::mt19937_
       }
     }
     ++counts->searches_checked;
+  }
+  return absl::OkStatus();
+}
+
+// The live count DescribeCollection reports against the record (just adopted from Get).
+absl::Status CheckCount(Client& client, const CollectionModel& m) {
+  uint64_t live = 0;
+  for (const Slot& s : m.slots) live += s.present ? 1 : 0;
+  auto info = client.DescribeCollection(m.def.name);
+  if (!info.ok()) return info.status();
+  if (info->num_vectors != live) {
+    return absl::DataLossError(absl::StrCat(m.def.name, ": DescribeCollection counts ",
+                                            info->num_vectors, " vectors, Get finds ", live));
   }
   return absl::OkStatus();
 }
@@ -192,6 +228,7 @@ absl::Status Verify(Client& client, const std::string& data_dir, uint64_t seed,
     if (!m.created) continue;
     if (absl::Status s = CheckContents(client, m, counts); !s.ok()) return s;
     if (absl::Status s = CheckSearch(client, m, rng, counts); !s.ok()) return s;
+    if (absl::Status s = CheckCount(client, m); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
