@@ -57,6 +57,14 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(FileSystem* fs, con
   c->RemoveOrphans();
   SHOAL_RETURN_IF_ERROR(c->OpenSegments());
   SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(/*creating=*/false));
+  // Replay counted only the rows its writes found live. A manifest holds the tombstones up to
+  // its flush's cut, so an id written again after the cut loses its tombstone there, and the
+  // row that tombstone killed is counted by no one: count from the final tombstones, as
+  // Install does.
+  {
+    absl::MutexLock lock(&c->state_mu_);
+    c->segment_dead_ = c->CountDeadRows(*c->state_);
+  }
   return c;
 }
 
