@@ -161,7 +161,7 @@ class Writer {
     std::vector<uint64_t> ids = PickIds(1 + rng_() % 8);
     std::vector<std::vector<float>> vectors;
     for (uint64_t id : ids) {
-      Point p{.id = id, .vector = std::vector<float>(m.def.dim)};
+      Point p{.id = id, .vector = std::vector<float>(m.def.dim), .attributes = AttributesFor(seq)};
       for (float& x : p.vector) x = normal(rng_);
       vectors.push_back(p.vector);
       points.push_back(std::move(p));

@@ -37,6 +37,7 @@ absl::Status CheckContents(Client& client, CollectionModel& m, VerifyCounts* cou
   const size_t n = m.slots.size();
   std::vector<bool> seen(n, false);
   std::vector<std::vector<float>> got(n);
+  std::vector<Attributes> got_attrs(n);
   std::map<uint64_t, bool> doubt_outcome;  // write in doubt -> whether it was applied
   constexpr size_t kBatch = 512;
   for (size_t first = 0; first < n; first += kBatch) {
@@ -51,6 +52,7 @@ absl::Status CheckContents(Client& client, CollectionModel& m, VerifyCounts* cou
       }
       seen[p.id - 1] = true;
       got[p.id - 1] = p.vector;
+      got_attrs[p.id - 1] = p.attributes;
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -61,6 +63,13 @@ absl::Status CheckContents(Client& client, CollectionModel& m, VerifyCounts* cou
         absl::StrAppend(&want, " or ", Describe(s.doubt_present, s.doubt_vector, s.doubt_seq));
       return absl::DataLossError(absl::StrCat(m.def.name, ": id ", i + 1, " is ",
                                               Describe(seen[i], got[i]), ", expected ", want));
+    }
+    const bool is_old = s.present == seen[i] && (!seen[i] || s.vector == got[i]);
+    const uint64_t value_seq = is_old ? s.seq : s.doubt_seq;
+    if (seen[i] && got_attrs[i] != AttributesFor(value_seq)) {
+      return absl::DataLossError(absl::StrCat(m.def.name, ": id ", i + 1,
+                                              " has the vector of write #", value_seq,
+                                              " but not its attributes"));
     }
     if (s.in_doubt) {
       // One write is one WAL record: all of its ids took it, or none did.
@@ -78,6 +87,7 @@ absl::Status CheckContents(Client& client, CollectionModel& m, VerifyCounts* cou
       ++counts->doubts_resolved;
     }
     s.present = seen[i];
+    s.seq = value_seq;
     s.vector = seen[i] ? got[i] : std::vector<float>();
     s.in_doubt = false;
     ++counts->ids_checked;

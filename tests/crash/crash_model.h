@@ -51,6 +51,13 @@ struct CollectionModel {
 inline constexpr uint64_t kPoisonIdBase = 1'000'000;
 inline constexpr uint64_t kPoisonIds = 8;
 
+// The attributes an upsert with harness sequence number `seq` sends (every other one has some),
+// so that Get can check attrs.dat as well as the vectors.
+inline Attributes AttributesFor(uint64_t seq) {
+  if (seq % 2) return {};
+  return {{"seq", int64_t(seq)}, {"tag", std::string("w") + std::to_string(seq % 7)}};
+}
+
 struct VerifyCounts {
   uint64_t ids_checked = 0;
   uint64_t doubts_resolved = 0;
