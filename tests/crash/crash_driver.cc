@@ -1,9 +1,10 @@
 // shoal-crash: the crash harness (after RocksDB's db_crashtest). Each cycle starts the real
 // shoald on a temporary data directory, checks everything the previous cycles were promised
 // (crash_model.h), then streams upserts, overwrites and deletes from several clients into a FLAT
-// and two IVF collections while a maintenance thread runs Flush and BuildIndex (and with them
-// merges), and ends shoald with kill -9: either at a failpoint armed through SHOAL_FAILPOINTS
-// (core/base/failpoint.h), or at a random moment. A last start checks the last cycle.
+// and three IVF collections (two IVF_FLAT, one IVF_SQ8) while a maintenance thread runs Flush and
+// BuildIndex (and with them merges), and ends shoald with kill -9: either at a failpoint armed
+// through SHOAL_FAILPOINTS (core/base/failpoint.h), or at a random moment. A last start checks the
+// last cycle.
 //
 //   shoal-crash --cycles 20 --seed 1 [--shoald build/bin/shoald] [--work DIR] [--keep]
 //
@@ -67,6 +68,7 @@ const std::vector<CollectionDef> kCollections = {
     {"flat_a", IndexType::kFlat, 8, 0},
     {"ivf_a", IndexType::kIvfFlat, 8, 8},
     {"ivf_b", IndexType::kIvfFlat, 12, 4},
+    {"sq8_a", IndexType::kIvfSq8, 8, 4},
 };
 constexpr int kWriters = 4;
 constexpr uint64_t kIdsPerWriter = 150;
@@ -335,8 +337,10 @@ class Harness {
     for (int w = 0; w < kWriters; ++w) {
       writers.push_back(
           std::make_unique<Writer>(w, o_.seed ^ (uint64_t(cycle) << 8 | w), &models_, &seq, &stop));
-      threads.emplace_back([&, w] { writers[w]->Run(client); });
     }
+    // Every writer exists before any thread starts: push_back must not move them under a thread.
+    for (auto& w : writers)
+      threads.emplace_back([&client, writer = w.get()] { writer->Run(client); });
     uint64_t maintenance = 0;
     threads.emplace_back([&] { Maintain(client, o_.seed + cycle, stop, &maintenance); });
     const auto limit =
