@@ -68,7 +68,9 @@ const std::vector<CollectionDef> kCollections = {
     {"flat_a", IndexType::kFlat, 8, 0},
     {"ivf_a", IndexType::kIvfFlat, 8, 8},
     {"ivf_b", IndexType::kIvfFlat, 12, 4},
-    {"sq8_a", IndexType::kIvfSq8, 8, 4},
+    // Wide enough that, under the 1 MiB build budget below, a built or merged segment is
+    // written in several groups: segment.mid_file then lands between two of them.
+    {"sq8_a", IndexType::kIvfSq8, 1024, 4},
 };
 constexpr int kWriters = 4;
 constexpr uint64_t kIdsPerWriter = 150;
@@ -271,7 +273,9 @@ class Harness {
     } else {
       setenv("SHOAL_FAILPOINTS", armed.c_str(), 1);
     }
-    auto started = LocalShoald::Start({.binary = o_.shoald, .data_dir = data_dir_});
+    auto started = LocalShoald::Start({.binary = o_.shoald,
+                                       .data_dir = data_dir_,
+                                       .extra_args = {"--build-memory-bytes", "1048576"}});
     unsetenv("SHOAL_FAILPOINTS");
     // A failure from here to the end of Verify is the previous crash's.
     blame_ = last_crash_;
