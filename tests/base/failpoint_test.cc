@@ -11,6 +11,9 @@ using ::testing::HasSubstr;
 
 class FailPointTest : public ::testing::Test {
  protected:
+  // Death tests re-run the binary rather than fork a process that may hold other threads'
+  // locks (sanitizer runtimes start threads of their own).
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
   void TearDown() override { DisarmFailPoints(); }
 };
 
