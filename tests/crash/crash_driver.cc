@@ -316,7 +316,7 @@ class Harness {
     if (!started.ok()) return started.status();
     std::unique_ptr<LocalShoald> server = *std::move(started);
     ClientOptions copts;
-    copts.timeout = milliseconds(10000);
+    copts.timeout = milliseconds(60000);  // verification: generous on a loaded CI machine
     copts.retry.max_retries = 0;
     Client client(server->grpc_addr(), copts);
     if (absl::Status s =
