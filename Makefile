@@ -11,7 +11,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench bench-quick image image-test
+.PHONY: bench-io bench bench-quick image image-test crash-soak
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help python model-check
 
@@ -27,6 +27,7 @@ help:
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
+	@echo "make crash-soak kill -9 shoald CRASH_CYCLES times (default 500) at failpoints and at random"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
 	@echo "make overload   shoald offered 2x the searches it can serve for 30 s (refusals, latency, RSS, recovery)"
 	@echo "make soak       SOAK_MINUTES (default 10) of mixed traffic from 32 clients, then every row checked"
@@ -105,6 +106,13 @@ test-fuzz fuzz: deps
 	    build/fuzz/corpus/$$t 2> build/fuzz/$$t.log || { tail -40 build/fuzz/$$t.log; exit 1; }; \
 	  tail -1 build/fuzz/$$t.log; \
 	done
+
+# The crash harness (tests/crash, docs/failpoints.md) for CRASH_CYCLES cycles; make test runs 20.
+# CRASH_SEED=<n> replays a failing run's seed.
+CRASH_CYCLES ?= 500
+crash-soak: build
+	$(TEST_ENV) build/release/tests/shoal-crash --cycles $(CRASH_CYCLES) \
+	  $(if $(CRASH_SEED),--seed $(CRASH_SEED)) --shoald build/bin/shoald
 
 # I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
 bench-io: build

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/failpoint.h"
 #include "core/base/logging.h"
 #include "core/base/status.h"
 #include "storage/collection/manifest_store.h"
@@ -27,6 +28,7 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(FileSystem* fs, const std
     if (absl::StartsWith(name, ".")) {
       core::Logger("catalog")->warn("removing leftover {}", dir);
       SHOAL_RETURN_IF_ERROR(fs->RemoveAll(dir));
+      SHOAL_FAILPOINT("recovery.between_removals");
       continue;
     }
     catalog->OpenOne(name);

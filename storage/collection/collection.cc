@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "core/base/failpoint.h"
 #include "core/base/logging.h"
 #include "core/base/status.h"
 #include "storage/collection/manifest_store.h"
@@ -57,6 +58,15 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(FileSystem* fs, con
   c->RemoveOrphans();
   SHOAL_RETURN_IF_ERROR(c->OpenSegments());
   SHOAL_RETURN_IF_ERROR(c->ReplayAndOpenWal(/*creating=*/false));
+  SHOAL_FAILPOINT("recovery.after_replay");
+  // Replay counted only the rows its writes found live. A manifest holds the tombstones up to
+  // its flush's cut, so an id written again after the cut loses its tombstone there, and the
+  // row that tombstone killed is counted by no one: count from the final tombstones, as
+  // Install does.
+  {
+    absl::MutexLock lock(&c->state_mu_);
+    c->segment_dead_ = c->CountDeadRows(*c->state_);
+  }
   return c;
 }
 
@@ -68,6 +78,7 @@ void Collection::RemoveOrphans() {
     log->warn("{}: removing {}, {}", name_, path, what);
     // A file that cannot go now is tried again at the next start; it never blocks this one.
     if (absl::Status s = fs_->RemoveAll(path); !s.ok()) log->warn("{}: {}", name_, s.ToString());
+    SHOAL_FAILPOINT("recovery.between_removals");
   };
   if (auto names = fs_->ListDir(dir_); names.ok()) {
     for (const std::string& name : *names) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/failpoint.h"
 #include "core/base/logging.h"
 #include "core/base/status.h"
 #include "core/exec/run_and_wait.h"
@@ -97,6 +98,7 @@ absl::StatusOr<Collection::Cut> Collection::FreezeMemtable() {
     (void)fs_->RemoveAll(path);  // a header cut short
     return IoFailure(absl::StrCat("starting WAL file ", path), next.status());
   }
+  SHOAL_FAILPOINT("wal.rotate");
   // Closing drains the group commit: every write appended so far is applied to the memtable
   // being frozen. Writes wait on write_mu_ meanwhile (one fsync at most).
   if (absl::Status closed = old->Close(); !closed.ok()) {
@@ -234,9 +236,13 @@ absl::Status Collection::Install(CollectionManifest next, std::shared_ptr<Segmen
   }
   // Old files go once nothing new refers to them; queries still reading an old segment keep
   // its files open (unlinked files stay readable).
-  for (const auto& s : replaced) (void)fs_->RemoveAll(s->dir());
+  for (const auto& s : replaced) {
+    (void)fs_->RemoveAll(s->dir());
+    SHOAL_FAILPOINT("cleanup.between_deletions");
+  }
   for (uint64_t seq = old_first_wal; seq < first_wal_seq; ++seq) {
     (void)fs_->RemoveAll(WalPath(dir_, seq));
+    SHOAL_FAILPOINT("cleanup.between_deletions");
   }
   return absl::OkStatus();
 }
@@ -270,6 +276,7 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
       CatchExceptions("building the index", [&]() -> absl::StatusOr<std::string> {
         maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
         SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
+        SHOAL_FAILPOINT("build.after_freeze");
         const auto frozen_state = state();
         SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
                                GatherRows(*frozen_state, true, true));
@@ -278,9 +285,11 @@ absl::StatusOr<std::string> Collection::BuildIndex(core::Executor& cpu) {
         const Clock::time_point train_start = Clock::now();
         SHOAL_ASSIGN_OR_RETURN(core::IvfModel model, Train(cpu, *rows));
         const double train_s = SecondsSince(train_start);
+        SHOAL_FAILPOINT("build.after_train");
         SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
                                WriteAndOpenSegment(cpu, model, *rows));
         rows.reset();  // the spill files go before the install
+        SHOAL_FAILPOINT("build.before_install");
         CollectionManifest next = *manifest();
         next.segments = {{segment->id(), cut.seq, n}};
         next.tombstones.clear();
@@ -320,6 +329,7 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
         maintenance_mu_.AssertHeld();  // taken above; the analysis does not see into lambdas
         SetProgress("freezing", 0);
         SHOAL_ASSIGN_OR_RETURN(Cut cut, FreezeMemtable());
+        SHOAL_FAILPOINT("flush.after_freeze");
         const auto frozen_state = state();
         SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuilder> rows,
                                GatherRows(*frozen_state, false, true));
@@ -335,6 +345,7 @@ absl::StatusOr<std::string> Collection::Flush(core::Executor& cpu) {
           SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
                                  WriteAndOpenSegment(cpu, model, *rows));
           rows.reset();
+          SHOAL_FAILPOINT("flush.before_install");
           CollectionManifest next = *manifest();
           next.segments.push_back({segment->id(), cut.seq, n});
           next.tombstones = tombstones_->UpTo(cut.seq);
@@ -368,10 +379,12 @@ absl::StatusOr<std::string> Collection::Merge(core::Executor& cpu) {
   const core::IvfModel model = newest.exact ? ExactModelFor(dim_, metric_, n) : newest;
   SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment, WriteAndOpenSegment(cpu, model, *rows));
   rows.reset();
+  SHOAL_FAILPOINT("merge.before_install");
   CollectionManifest next = *manifest();
   next.segments = {{segment->id(), seq, n}};
   next.tombstones.clear();
   SHOAL_RETURN_IF_ERROR(Install(std::move(next), segment, current->segments, 0));
+  SHOAL_FAILPOINT("merge.after_install");
   tombstones_->DropUpTo(seq);
   return absl::StrCat("merged ", current->segments.size(), " segments into segment ", segment->id(),
                       " (", n, " live vectors)");

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/failpoint.h"
 #include "core/base/status.h"
 #include "core/exec/run_and_wait.h"
 #include "storage/collection/segment_writer.h"
@@ -346,11 +347,13 @@ absl::Status SegmentBuilder::Write(core::Executor& cpu, const core::IvfModel& mo
     }
     SHOAL_RETURN_IF_ERROR(WriteGroup(cpu, model, &layout, first, end, lists.get(), raw_file.get()));
     if (progress) progress("writing", uint32_t(100 * end / nlist));
+    SHOAL_FAILPOINT("segment.mid_file");
     first = end;
   }
   SHOAL_RETURN_IF_ERROR(SyncAndClose(lists.get()));
   if (raw) SHOAL_RETURN_IF_ERROR(SyncAndClose(raw_file.get()));
   SHOAL_RETURN_IF_ERROR(WriteAttrs(dir));
+  SHOAL_FAILPOINT("segment.before_meta");
   IvfMeta meta;
   meta.model = model;
   meta.num_vectors = rows_;

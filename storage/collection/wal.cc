@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/failpoint.h"
 #include "core/base/logging.h"
 #include "core/base/status.h"
 #include "storage/format/coding.h"
@@ -95,6 +96,7 @@ absl::Status Wal::WriteBatch(const std::deque<Pending>& batch) {
   for (const Pending& p : batch) buffer.append(p.record);
   const auto start = std::chrono::steady_clock::now();
   absl::Status status = file_->Append(buffer);
+  SHOAL_FAILPOINT("wal.after_write");
   if (status.ok()) status = file_->Sync();
   if (options_.on_sync) {
     options_.on_sync(
@@ -102,6 +104,7 @@ absl::Status Wal::WriteBatch(const std::deque<Pending>& batch) {
   }
   if (status.ok()) {
     file_bytes_.fetch_add(buffer.size());
+    SHOAL_FAILPOINT("wal.after_sync");
     return status;
   }
   auto log = core::Logger("wal");
