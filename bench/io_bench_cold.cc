@@ -154,12 +154,19 @@ int RunColdQuery(const ColdQueryOptions& o) {
   core::TbbExecutor executor(o.cpu_threads);
   std::vector<double> engine_ms, sched_ms;
   core::QueryStats stats;
-  for (int i = 0; i < o.repeat; ++i) {
+  // The process's first search also pays for starting the arena's threads and, after the drop,
+  // for reading the search path's code back in: reported apart, not in the medians.
+  double first_ms = 0;
+  for (int i = -1; i < o.repeat; ++i) {
     auto e = EngineOnce(o, query, executor, &stats);
     auto s = SchedulerOnce(o, reads);
     if (!e.ok() || !s.ok()) {
       std::fprintf(stderr, "%s\n", (!e.ok() ? e.status() : s.status()).ToString().c_str());
       return 1;
+    }
+    if (i < 0) {
+      first_ms = *e;
+      continue;
     }
     engine_ms.push_back(*e);
     sched_ms.push_back(*s);
@@ -175,8 +182,11 @@ int RunColdQuery(const ColdQueryOptions& o) {
   std::printf("], \"bytes\": %llu, \"query_ms\": %.3f, \"query_ms_all\": [",
               (unsigned long long)bytes, Median(engine_ms));
   for (size_t i = 0; i < engine_ms.size(); ++i) std::printf("%s%.3f", i ? ", " : "", engine_ms[i]);
-  std::printf("], \"scheduler_ms\": %.3f, \"io_us_sum\": %llu, \"cpu_us\": %llu}\n",
-              Median(sched_ms), (unsigned long long)stats.io_us, (unsigned long long)stats.cpu_us);
+  std::printf(
+      "], \"first_query_ms\": %.3f, \"scheduler_ms\": %.3f, \"io_us_sum\": %llu, "
+      "\"cpu_us\": %llu}\n",
+      first_ms, Median(sched_ms), (unsigned long long)stats.io_us,
+      (unsigned long long)stats.cpu_us);
   return 0;
 }
 

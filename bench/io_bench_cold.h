@@ -5,7 +5,7 @@
 // with the page cache dropped before each: (1) the engine's whole search over a fresh cache
 // and scheduler (IvfSearch on a TbbExecutor, start to answer), (2) the same partition reads
 // queued on the IoScheduler alone. Prints one JSON object: the reads (offset, length), their
-// 4 KiB-aligned bytes, and the median times.
+// 4 KiB-aligned bytes, and the median times, and the process's first search apart.
 //
 // Thread-safety: runs on the calling thread.
 #pragma once

@@ -73,6 +73,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   void ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
                RawDone done) override;
   void CancelQuery(uint64_t query_seq) override { scheduler_->CancelQuery(query_seq); }
+  void BeginBatch() override { scheduler_->Plug(); }
+  void EndBatch() override { scheduler_->Unplug(); }
 
  private:
   // Streams partition `p` of lists.dat through CRC32C; DATA_LOSS on a mismatch.
