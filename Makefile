@@ -11,7 +11,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench bench-quick image image-test
+.PHONY: bench-io bench-io-cold bench bench-quick image image-test
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help python model-check
 
@@ -28,6 +28,7 @@ help:
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
+	@echo "make bench-io-cold  one cold query's time vs fio reading the same offsets"
 	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
 	@echo "make coverage   line coverage of core/ and storage/ by every test but the recall one (gcovr)"
 	@echo "make format     clang-format every source file"
@@ -107,6 +108,10 @@ test-fuzz fuzz: deps
 # I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
+
+# One cold query (demo collection, nprobe 16): Shoal's time next to fio on the same reads.
+bench-io-cold: build
+	/usr/bin/python3 bench/io_bench.py --cold-query
 
 # docs/configuration.md is generated from server/config.cc's table (config_doc_test checks it).
 .PHONY: docs

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "core/base/status.h"
@@ -35,6 +36,8 @@ void DropCaches() {
   ssize_t rc = ::write(fd, "3\n", 2);
   (void)rc;
   ::close(fd);
+  // Let the drop's aftermath (freeing, writeback) settle, as it does while fio starts up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
 // The route step of ivf_search.cc for one query: its nprobe nearest non-empty partitions,
@@ -111,6 +114,7 @@ absl::StatusOr<double> SchedulerOnce(const ColdQueryOptions& o,
   absl::Mutex mu;
   size_t left = reads.size();
   const Clock::time_point start = Clock::now();
+  io->Plug();  // as the engine issues a query's fetches: one submission
   for (uint32_t rank = 0; rank < reads.size(); ++rank) {
     storage::ReadRequest r{file, reads[rank].offset, uint32_t(reads[rank].length), 1, rank};
     io->Read(r, [&](absl::StatusOr<storage::ReadResult>) {
@@ -118,6 +122,7 @@ absl::StatusOr<double> SchedulerOnce(const ColdQueryOptions& o,
       --left;
     });
   }
+  io->Unplug();
   {
     absl::MutexLock lock(&mu);
     mu.Await(absl::Condition(
