@@ -95,6 +95,8 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
   for (uint32_t p = 0; p < meta_.nlist(); ++p) {
     const PartitionExtent& e = meta_.partitions[p];
     raw_row_start_.push_back(row_start);
+    partition_bytes_.push_back(e.length);
+    partition_rows_.push_back(e.count);
     row_start += e.count;
     if (e.offset + e.length > lists_->size()) {
       return absl::DataLossError(
@@ -135,10 +137,8 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
 core::IvfSegmentRef Segment::Ref(std::shared_ptr<const core::IdFilter> dead) {
   core::IvfSegmentRef ref;
   ref.model = model_;
-  for (const PartitionExtent& e : meta_.partitions) {
-    ref.partition_bytes.push_back(e.length);
-    ref.partition_rows.push_back(e.count);
-  }
+  ref.partition_bytes = partition_bytes_;  // one allocation each, no per-partition loop
+  ref.partition_rows = partition_rows_;
   ref.source = shared_from_this();
   ref.dead = std::move(dead);
   return ref;
