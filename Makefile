@@ -11,7 +11,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench bench-quick image image-test crash-soak
+.PHONY: bench-io bench-io-cold bench bench-quick image image-test crash-soak
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help python model-check
 
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make crash-soak kill -9 shoald CRASH_CYCLES times (default 500) at failpoints and at random"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
+	@echo "make bench-io-cold  one cold query's time vs fio reading the same offsets"
 	@echo "make overload   shoald offered 2x the searches it can serve for 30 s (refusals, latency, RSS, recovery)"
 	@echo "make soak       SOAK_MINUTES (default 10) of mixed traffic from 32 clients, then every row checked"
 	@echo "make docs       regenerate docs/configuration.md from shoald's config table"
@@ -117,6 +118,10 @@ crash-soak: build
 # I/O benchmark (not part of make test): Shoal's scheduler on io_uring and pread vs fio.
 bench-io: build
 	/usr/bin/python3 bench/io_bench.py
+
+# One cold query (demo collection, nprobe 16): Shoal's time next to fio on the same reads.
+bench-io-cold: build
+	/usr/bin/python3 bench/io_bench.py --cold-query
 
 # Overload and soak (bench/load/README.md; not part of make test).
 SOAK_MINUTES ?= 10

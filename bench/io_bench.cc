@@ -2,6 +2,7 @@
 // (bench/io_bench.py runs both in one go). Prints one JSON object per run on stdout.
 //
 //   shoal-io-bench --file F --bs 262144 --depth 32 --backend uring --seconds 3
+//   shoal-io-bench --cold-query SEG_DIR --query-file Q --nprobe 16   (bench/io_bench_cold.h)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/io_bench_cold.h"
 #include "storage/sched/io_scheduler.h"
 
 namespace {
@@ -91,13 +93,29 @@ int main(int argc, char** argv) {
   int depth = 32;
   double seconds = 3;
   bool direct = true;
-  app.add_option("--file", path)->required();
+  shoal::bench::ColdQueryOptions cold;
+  app.add_option("--file", path);
+  app.add_option("--cold-query", cold.segment_dir, "a segment directory: time one cold query");
+  app.add_option("--query-file", cold.query_file);
+  app.add_option("--query-index", cold.query_index);
+  app.add_option("--nprobe", cold.nprobe);
+  app.add_option("--max-pinned-bytes", cold.max_pinned_bytes);
+  app.add_option("--repeat", cold.repeat);
   app.add_option("--bs", bs);
   app.add_option("--depth", depth);
   app.add_option("--backend", backend, "uring or pread");
   app.add_option("--seconds", seconds);
   app.add_option("--direct", direct);
   CLI11_PARSE(app, argc, argv);
+  if (!cold.segment_dir.empty()) {
+    cold.queue_depth = uint32_t(depth);
+    cold.backend = backend;
+    return shoal::bench::RunColdQuery(cold);
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "--file or --cold-query is required\n");
+    return 1;
+  }
 
   shoal::storage::IoSchedulerOptions options;
   options.limits.max_requests_in_flight = uint32_t(depth);

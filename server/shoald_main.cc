@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/logging.h"
 #include "server/blas_env.h"
 #include "server/config.h"
@@ -37,6 +38,9 @@ void ScrubApiKeyArgument(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's abseil is built in debug mode: every Mutex operation would build a lock graph and
+  // take stack traces (5-10x the cost of the lock). Tests keep the detection; the server not.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   shoal::server::EnsureBlasEnvironment(argv);
 
   auto loaded = shoal::server::LoadConfig(argc, argv);

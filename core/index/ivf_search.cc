@@ -246,8 +246,11 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     }
     dropped.clear();  // unpin outside the lock
     CancelSourcesIf(cancel_sources);
-    for (size_t w : fetches) StartFetch(w);
     if (!fetches.empty()) {
+      // One batch per source: the request's reads reach the disk together, not one by one.
+      for (const IvfSegmentRef& s : req_.segments) s.source->BeginBatch();
+      for (size_t w : fetches) StartFetch(w);
+      for (const IvfSegmentRef& s : req_.segments) s.source->EndBatch();
       {
         absl::MutexLock lock(&mu_);
         --issuing_;

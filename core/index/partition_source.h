@@ -62,6 +62,12 @@ class PartitionSource {
   // Full-precision vectors of `rows` (refine for SQ8/PQ segments).
   virtual void ReadRaw(std::vector<RowRef> rows, const PartitionFetch& priority, RawDone done) = 0;
 
+  // Fetch() calls this thread makes between BeginBatch() and the matching EndBatch() may be
+  // held back and reach the disk together at EndBatch(), in priority order (the engine issues
+  // one request's fetches this way). EndBatch() never blocks. Default: nothing.
+  virtual void BeginBatch() {}
+  virtual void EndBatch() {}
+
   // The query `query_seq` stopped (cancelled, expired or failed): its fetches and raw reads
   // that have not reached the disk yet may answer now, with CANCELLED, instead of waiting for
   // their turn. Other queries' fetches must not fail because of it. Default: nothing.

@@ -39,6 +39,16 @@ PartitionHandle PartitionCache::PinLocked(Entry& e, bool hit) {
   return h;
 }
 
+std::optional<PartitionHandle> PartitionCache::TryGetHit(const PartitionKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.queue == Queue::kLoading) return std::nullopt;
+  Entry& e = it->second;
+  e.freq = std::min(e.freq + 1, kMaxFreq);
+  ++stats_.hits;
+  return PinLocked(e, /*hit=*/true);
+}
+
 void PartitionCache::Get(const PartitionKey& key, uint64_t bytes, Admission admission,
                          Loader loader, GetCallback callback) {
   mu_.Lock();

@@ -26,6 +26,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -104,6 +105,11 @@ class PartitionCache {
   // REQUIRES: `bytes` is the partition's size (known from the segment's metadata).
   void Get(const PartitionKey& key, uint64_t bytes, Admission admission, Loader loader,
            GetCallback callback);
+
+  // A hit only: pins and returns the partition when it is cached and loaded, counted and aged
+  // exactly as Get() counts a hit; nullopt otherwise, with no side effect (not even a miss).
+  // Lets a caller skip building a loader and callbacks for the common case.
+  std::optional<PartitionHandle> TryGetHit(const PartitionKey& key);
 
   CacheStats stats() const;
   uint64_t budget() const { return budget_; }

@@ -95,6 +95,8 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
   for (uint32_t p = 0; p < meta_.nlist(); ++p) {
     const PartitionExtent& e = meta_.partitions[p];
     raw_row_start_.push_back(row_start);
+    partition_bytes_.push_back(e.length);
+    partition_rows_.push_back(e.count);
     row_start += e.count;
     if (e.offset + e.length > lists_->size()) {
       return absl::DataLossError(
@@ -135,10 +137,8 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
 core::IvfSegmentRef Segment::Ref(std::shared_ptr<const core::IdFilter> dead) {
   core::IvfSegmentRef ref;
   ref.model = model_;
-  for (const PartitionExtent& e : meta_.partitions) {
-    ref.partition_bytes.push_back(e.length);
-    ref.partition_rows.push_back(e.count);
-  }
+  ref.partition_bytes = partition_bytes_;  // one allocation each, no per-partition loop
+  ref.partition_rows = partition_rows_;
   ref.source = shared_from_this();
   ref.dead = std::move(dead);
   return ref;
@@ -256,6 +256,17 @@ void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, in
   }
   const uint32_t partition = fetch.partition;
   const PartitionExtent& e = meta_.partitions[partition];
+  if (std::optional<PartitionHandle> hit = cache_->TryGetHit({cache_id_, partition})) {
+    // The common warm case: no loader, timing or callback objects to build.
+    auto pinned = std::make_shared<PartitionHandle>(*std::move(hit));
+    core::PartitionData data;
+    data.ids = reinterpret_cast<const uint64_t*>(pinned->data());
+    data.codes = reinterpret_cast<const uint8_t*>(pinned->data() + e.count * 8);
+    data.count = e.count;
+    data.cached = true;
+    data.pin = std::move(pinned);
+    return std::move(done)(std::move(data));
+  }
   struct Timing {
     uint64_t queue_us = 0, io_us = 0;
   };
@@ -347,6 +358,7 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
     return std::move(state->done)(std::move(out));
   }
   lock.Release();
+  scheduler_->Plug();  // the rows reach the disk together, coalesced where adjacent
   for (size_t i : missing) {
     const auto [file, offset] = RawLocation(rows[i].partition, rows[i].row);
     ReadRequest r;
@@ -378,6 +390,7 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
           std::move(state->done)(std::move(out));
         });
   }
+  scheduler_->Unplug();
 }
 
 }  // namespace shoal::storage

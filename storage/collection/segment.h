@@ -73,6 +73,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   void ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
                RawDone done) override;
   void CancelQuery(uint64_t query_seq) override { scheduler_->CancelQuery(query_seq); }
+  void BeginBatch() override { scheduler_->Plug(); }
+  void EndBatch() override { scheduler_->Unplug(); }
 
  private:
   // Streams partition `p` of lists.dat through CRC32C; DATA_LOSS on a mismatch.
@@ -104,6 +106,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   uint64_t lists_file_ = 0, raw_file_ = 0;         // scheduler handles
   std::unique_ptr<RandomAccessFile> lists_, raw_;  // for blocking point reads
   std::vector<uint64_t> raw_row_start_;            // per partition: first row's index in raw.dat
+  // Per partition, as Ref() hands them out: built once, not per search.
+  std::vector<uint64_t> partition_bytes_, partition_rows_;
   absl::flat_hash_map<uint64_t, Location> where_;
   absl::flat_hash_map<uint64_t, std::string> attributes_;
   uint64_t disk_bytes_ = 0;

@@ -47,7 +47,8 @@ bool IoPolicy::MayStart(const IoRequest& head) const {
 }
 
 // Grows a submission from `head` over queued requests of the same file that start inside or
-// right after the range, while the merged read stays within max_request_bytes and the budget.
+// at most max_coalesce_gap bytes after the range, while the merged read stays within
+// max_request_bytes and the budget.
 IoSubmission IoPolicy::Coalesce(const IoRequest& head) {
   IoSubmission sub;
   sub.id = next_submission_++;
@@ -58,7 +59,7 @@ IoSubmission IoPolicy::Coalesce(const IoRequest& head) {
   const auto& index = by_offset_.at(head.file);
   for (auto it = index.lower_bound({head.offset, 0}); it != index.end(); ++it) {
     if (it->second == head.id) continue;
-    if (it->first > end) break;  // a gap: stop
+    if (it->first > end + limits_.max_coalesce_gap) break;  // a real gap: stop
     const IoRequest& next = queue_.at(key_of_.at(it->second));
     const uint64_t new_end = std::max(end, next.offset + next.length);
     if (new_end - sub.offset > limits_.max_request_bytes) break;

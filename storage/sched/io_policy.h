@@ -9,8 +9,8 @@
 // Progress (I-4): the oldest query with queued reads and nothing in flight gets its next read
 // admitted even over budget (one such read at a time), so a budget smaller than one read — or
 // one filled by younger queries — can never stall everyone.
-// Coalescing: queued reads of adjacent ranges of one file are merged into one submission of at
-// most `io.max_request_bytes`.
+// Coalescing: queued reads of adjacent ranges of one file (gaps up to `max_coalesce_gap` bytes,
+// the O_DIRECT padding) are merged into one submission of at most `io.max_request_bytes`.
 // Cancellation and deadlines: a queued read that is cancelled or expired is dropped (it never
 // took budget); a read already in flight completes and its caller discards it.
 //
@@ -31,6 +31,10 @@ struct IoLimits {
   uint32_t max_requests_in_flight = 64;         // io.queue_depth
   uint64_t max_bytes_in_flight = 256ull << 20;  // io.max_inflight_bytes
   uint32_t max_request_bytes = 16u << 20;       // io.max_request_bytes (coalescing cap)
+  // Ranges this close are still merged, the gap read and dropped: segment files pad each
+  // partition to 4 KiB for O_DIRECT, so neighbours are never byte-adjacent, yet one aligned
+  // read covers both.
+  uint32_t max_coalesce_gap = 4095;
 };
 
 using IoClock = std::chrono::steady_clock;

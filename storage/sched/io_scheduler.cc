@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -103,10 +105,42 @@ bool IoScheduler::is_direct(uint64_t file) const {
   return it != files_.end() && it->second.direct;
 }
 
+int& IoScheduler::PlugDepth() {
+  // Per thread: the schedulers it has plugged and how deeply (a thread rarely plugs more than
+  // one, so a short vector).
+  thread_local std::vector<std::pair<const IoScheduler*, int>> plugs;
+  for (auto& [scheduler, depth] : plugs) {
+    if (scheduler == this) return depth;
+  }
+  for (auto& entry : plugs) {
+    if (entry.second == 0) {
+      entry.first = this;
+      return entry.second;
+    }
+  }
+  plugs.emplace_back(this, 0);
+  return plugs.back().second;
+}
+
+void IoScheduler::Plug() { ++PlugDepth(); }
+
+void IoScheduler::Unplug() {
+  if (--PlugDepth() > 0) return;
+  std::vector<IoRead> reads;
+  std::vector<std::function<void()>> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    DispatchLocked(&reads, &answers);
+  }
+  if (!reads.empty()) Submit(std::move(reads));
+  for (auto& answer : answers) answer();
+}
+
 uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
   std::vector<IoRead> reads;
   std::vector<std::function<void()>> answers;
   uint64_t id;
+  const bool plugged = PlugDepth() > 0;
   {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
@@ -122,7 +156,7 @@ uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
       pending_[id] = std::move(p);
       policy_.Enqueue({id, request.file, request.offset, request.length, request.query,
                        request.rank, request.deadline});
-      DispatchLocked(&reads, &answers);
+      if (!plugged) DispatchLocked(&reads, &answers);
     }
   }
   if (!reads.empty()) Submit(std::move(reads));
@@ -193,12 +227,19 @@ void IoScheduler::DispatchLocked(std::vector<IoRead>* reads,
     const File& file = files_.at(sub.file);
     const uint64_t begin = file.direct ? AlignDown(sub.offset) : sub.offset;
     const uint64_t end = file.direct ? AlignUp(sub.offset + sub.length) : sub.offset + sub.length;
-    std::shared_ptr<BufferPool> pool = pool_;
-    auto buffer = std::shared_ptr<AlignedBuffer>(new AlignedBuffer(pool_->Get(end - begin)),
-                                                 [pool](AlignedBuffer* b) {
-                                                   pool->Put(std::move(*b));
-                                                   delete b;
-                                                 });
+    std::shared_ptr<AlignedBuffer> buffer;
+    if (sub.requests.size() == 1) {
+      // One read: exactly its aligned bytes, so a caller that keeps them (the partition cache)
+      // can hold this buffer as it is instead of copying out of a larger pooled one.
+      buffer = std::make_shared<AlignedBuffer>(AlignUp(end - begin));
+    } else {
+      std::shared_ptr<BufferPool> pool = pool_;
+      buffer = std::shared_ptr<AlignedBuffer>(new AlignedBuffer(pool_->Get(end - begin)),
+                                              [pool](AlignedBuffer* b) {
+                                                pool->Put(std::move(*b));
+                                                delete b;
+                                              });
+    }
     for (const IoRequest& r : sub.requests) {
       Pending& p = *pending_.at(r.id);
       p.in_flight = true;

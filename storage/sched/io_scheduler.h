@@ -7,8 +7,18 @@
 // block or search (the query engine re-enqueues CPU work on its arena from them, I-1).
 // Files are opened with O_DIRECT where the filesystem allows it (otherwise buffered, per
 // file; ReadMode::kBuffered asks for the page cache); reads are widened to 4 KiB alignment
-// internally, callers see exactly their range. Coalesced reads share one pooled buffer; a
-// ReadResult keeps its part alive.
+// internally, callers see exactly their range. A read submitted alone lands in a buffer of
+// exactly its aligned size (the partition cache keeps it without a copy); coalesced reads share
+// one pooled buffer. A ReadResult keeps its part alive.
+//
+// Batches (Plug/Unplug, the block layer's plugging): reads queued by a thread between Plug()
+// and the matching Unplug() wait in the policy and reach the backend together at Unplug() —
+// one backend submission (one wake-up of the I/O thread, one io_uring_enter), in the policy's
+// order, adjacent ranges coalesced — instead of one submission per read as they trickle in.
+// A query's partition fetches are issued this way, so all of its reads are in flight at once
+// (up to the depth and byte limits). Plugs nest; only the outermost Unplug() dispatches.
+// Reads of other threads, and completions, still dispatch at once (and may take plugged reads
+// with them). Unplug() never blocks.
 //
 // Thread-safety: every method is thread-safe. The destructor answers queued reads with
 // CANCELLED, waits until no thread is handing reads to the backend (a completion that arrived
@@ -87,7 +97,12 @@ class IoScheduler {
   void CloseFile(uint64_t file);
   bool is_direct(uint64_t file) const;
 
-  // Queues a read; returns an id for Cancel().
+  // Holds back this thread's reads until the matching Unplug() (see above). REQUIRES: the
+  // caller calls Unplug() on the same thread before it returns to its caller's caller.
+  void Plug();
+  void Unplug();
+
+  // Queues a read; returns an id for Cancel(). Dispatched at once unless this thread is plugged.
   uint64_t Read(const ReadRequest& request, ReadCallback callback);
   // A queued read is dropped and answered CANCELLED; an in-flight one completes and is answered
   // CANCELLED (its bytes discarded). No-op for an unknown or finished id.
@@ -112,6 +127,8 @@ class IoScheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands reads from DispatchLocked to the backend, without mu_ held.
   void Submit(std::vector<IoRead> reads) ABSL_LOCKS_EXCLUDED(mu_);
+  // How deeply the calling thread has plugged this scheduler (0 = not plugged).
+  int& PlugDepth();
   bool NoSubmitters() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submitting_ == 0; }
 
   const IoSchedulerOptions options_;

@@ -50,6 +50,32 @@ TEST(PartitionCache, MissLoadsThenHitsAndPinsWhileHeld) {
   EXPECT_EQ(cache.stats().misses, 1u);
 }
 
+TEST(PartitionCache, TryGetHitPinsACachedPartitionAndLeavesMissesAndLoadsAlone) {
+  PartitionCache cache(1000);
+  EXPECT_FALSE(cache.TryGetHit({1, 7}).has_value());  // absent: nothing counted, nothing loaded
+  EXPECT_EQ(cache.stats().misses, 0u);
+  EXPECT_EQ(cache.stats().used_bytes, 0u);
+  // Loading (the loader holds its answer): not a hit yet.
+  PartitionCache::LoadDone pending;
+  cache.Get(
+      {1, 7}, 100, Admission::kIfRoom,
+      [&](PartitionCache::LoadDone done) { pending = std::move(done); },
+      [](absl::StatusOr<PartitionHandle>) {});
+  EXPECT_FALSE(cache.TryGetHit({1, 7}).has_value());
+  auto data = std::make_shared<std::string>(100, 'h');
+  std::move(pending)(PartitionBytes{data, data->data(), data->size()});
+  {
+    std::optional<PartitionHandle> hit = cache.TryGetHit({1, 7});
+    ASSERT_TRUE(hit.has_value());
+    EXPECT_TRUE(hit->hit());
+    EXPECT_EQ(hit->data()[0], 'h');
+    EXPECT_EQ(cache.stats().pinned_bytes, 100u);
+    EXPECT_EQ(cache.stats().hits, 1u);
+  }
+  EXPECT_EQ(cache.stats().pinned_bytes, 0u);
+  EXPECT_EQ(cache.stats().misses, 1u);  // the one Get
+}
+
 TEST(PartitionCache, NeverEvictsPinnedAndAlwaysAdmitsTheOldestQuerysRead) {
   PartitionCache cache(100);
   auto a = GetNow(cache, 1, 60);

@@ -44,7 +44,7 @@ TEST(IoPolicy, RespectsRequestAndByteBudgetsButForOneReadOfTheOldestQuery) {
   EXPECT_TRUE(policy.Dispatch(kT0, nullptr).empty());
   policy.Complete(subs[0].id);
   EXPECT_TRUE(policy.Dispatch(kT0, nullptr).empty());  // still 2 in flight: at the limit
-  policy.Complete(subs[2].id);                          // the forced read returns
+  policy.Complete(subs[2].id);                         // the forced read returns
   subs = policy.Dispatch(kT0, nullptr);
   EXPECT_EQ(Ids(subs), std::vector<uint64_t>({3, 4}));  // 3 fits; 4 is the new oldest, forced
   EXPECT_EQ(policy.requests_in_flight(), 3u);
@@ -53,7 +53,7 @@ TEST(IoPolicy, RespectsRequestAndByteBudgetsButForOneReadOfTheOldestQuery) {
 TEST(IoPolicy, AdmitsTheOldestQuerysReadOverBudget) {
   IoPolicy policy({.max_requests_in_flight = 64, .max_bytes_in_flight = 100});
   policy.Enqueue(Req(1, /*query=*/5, 0, 0, 100, 1, kT0 + milliseconds(1)));  // young, urgent
-  policy.Enqueue(Req(2, /*query=*/1, 0, 5000, 80));                           // oldest query
+  policy.Enqueue(Req(2, /*query=*/1, 0, 5000, 80));                          // oldest query
   policy.Enqueue(Req(3, /*query=*/7, 0, 9000, 80));
   auto subs = policy.Dispatch(kT0, nullptr);
   // The urgent read fills the budget; the oldest query's read goes anyway; query 7 waits.
@@ -112,14 +112,16 @@ TEST(IoPolicy, CancelledAndExpiredReadsAreDroppedWithoutTakingBudget) {
 }
 
 TEST(IoPolicy, CoalescesAdjacentRangesOfOneFileUpToTheCap) {
-  IoPolicy policy({.max_requests_in_flight = 64, .max_bytes_in_flight = 1 << 30,
-                   .max_request_bytes = 300});
+  IoPolicy policy({.max_requests_in_flight = 64,
+                   .max_bytes_in_flight = 1 << 30,
+                   .max_request_bytes = 300,
+                   .max_coalesce_gap = 0});
   policy.Enqueue(Req(1, 1, 0, 0, 100));
-  policy.Enqueue(Req(2, 2, 0, 100, 100));           // adjacent: merged
-  policy.Enqueue(Req(3, 3, 0, 100, 100));           // same range, another query: merged
-  policy.Enqueue(Req(4, 4, 0, 200, 100));           // adjacent, reaches the 300-byte cap
-  policy.Enqueue(Req(5, 5, 0, 300, 100));           // past the cap: its own read
-  policy.Enqueue(Req(6, 6, 0, 500, 100));           // gap: its own read
+  policy.Enqueue(Req(2, 2, 0, 100, 100));              // adjacent: merged
+  policy.Enqueue(Req(3, 3, 0, 100, 100));              // same range, another query: merged
+  policy.Enqueue(Req(4, 4, 0, 200, 100));              // adjacent, reaches the 300-byte cap
+  policy.Enqueue(Req(5, 5, 0, 300, 100));              // past the cap: its own read
+  policy.Enqueue(Req(6, 6, 0, 500, 100));              // gap: its own read
   policy.Enqueue(Req(7, 7, 0, 100, 100, /*file=*/2));  // other file: its own read
   auto subs = policy.Dispatch(kT0, nullptr);
   ASSERT_EQ(subs.size(), 4u);
@@ -131,6 +133,20 @@ TEST(IoPolicy, CoalescesAdjacentRangesOfOneFileUpToTheCap) {
   EXPECT_EQ(subs[2].requests[0].id, 6u);
   EXPECT_EQ(subs[3].file, 2u);
   EXPECT_EQ(policy.bytes_in_flight(), 600u);
+}
+
+TEST(IoPolicy, CoalescesAcrossTheO_DirectPaddingButNotAcrossARealGap) {
+  // Partitions are padded to 4 KiB in segment files: neighbours are never byte-adjacent.
+  IoPolicy policy({.max_requests_in_flight = 64, .max_bytes_in_flight = 1 << 30});
+  policy.Enqueue(Req(1, 1, 0, 0, 5000));      // ends at 5000; the next starts at 8192
+  policy.Enqueue(Req(2, 1, 0, 8192, 3000));   // within the padding: merged, [0, 11192)
+  policy.Enqueue(Req(3, 1, 0, 20480, 4096));  // 9288 bytes on: its own read
+  auto subs = policy.Dispatch(kT0, nullptr);
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_EQ(subs[0].offset, 0u);
+  EXPECT_EQ(subs[0].length, 11192u);
+  EXPECT_EQ(subs[0].requests.size(), 2u);
+  EXPECT_EQ(subs[1].requests[0].id, 3u);
 }
 
 }  // namespace

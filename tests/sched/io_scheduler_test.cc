@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/held_io_backend.h"
+#include "tests/fakes/recording_io_backend.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
@@ -86,6 +87,73 @@ TEST_P(IoSchedulerTest, ReadsExactRangesThroughDirectIoAndCoalesces) {
   EXPECT_LT(stats.submissions, uint64_t(n));  // coalesced
   EXPECT_GT(stats.kernel_us, 0u);             // O_DIRECT device reads: shoal_io_read_seconds_total
   EXPECT_EQ(s->pending(), 0u);
+}
+
+TEST_P(IoSchedulerTest, PluggedReadsWaitForUnplugAndReachTheBackendInOneSubmission) {
+  testing::TempDir dir;
+  const std::string data = MakeFile(dir.Sub("f"), 1 << 20);
+  testing::RecordingIoBackend* recorder = nullptr;
+  IoSchedulerOptions options;
+  options.limits = {.max_requests_in_flight = 64, .max_bytes_in_flight = 1 << 30};
+  options.make_backend = [&](IoCallback cb) -> absl::StatusOr<std::unique_ptr<IoBackend>> {
+    auto real = NewIoBackend(GetParam(), std::move(cb), 64);
+    if (!real.ok()) return real.status();
+    auto recording = std::make_unique<testing::RecordingIoBackend>(*std::move(real));
+    recorder = recording.get();
+    return std::unique_ptr<IoBackend>(std::move(recording));
+  };
+  auto created = IoScheduler::Create(options);
+  if (!created.ok()) GTEST_SKIP() << "io_uring refused";
+  auto s = *std::move(created);
+  auto file = s->OpenFile(dir.Sub("f"));
+  ASSERT_TRUE(file.ok());
+  Answers answers;
+  // Eight reads 64 KiB apart (never adjacent), queued farthest rank first.
+  s->Plug();
+  s->Plug();  // nested: only the outer Unplug dispatches
+  for (uint32_t i = 0; i < 8; ++i) {
+    const uint64_t offset = uint64_t(7 - i) * (64 << 10);
+    s->Read({*file, offset, 4096, 1, 7 - i}, [&, offset](absl::StatusOr<ReadResult> r) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(std::memcmp(r->data, data.data() + offset, 4096), 0) << offset;
+      answers.Done();
+    });
+  }
+  s->Unplug();
+  EXPECT_TRUE(recorder->submissions().empty());
+  EXPECT_EQ(s->queued(), 8u);
+  s->Unplug();
+  const auto submissions = recorder->submissions();
+  ASSERT_EQ(submissions.size(), 1u);
+  std::vector<uint64_t> nearest_first;
+  for (uint64_t i = 0; i < 8; ++i) nearest_first.push_back(i * (64 << 10));
+  EXPECT_EQ(submissions[0], nearest_first);
+  answers.WaitFor(8);
+  // Not plugged: a read goes out at once, on its own.
+  s->Read({*file, 0, 4096, 2, 0}, [&](absl::StatusOr<ReadResult> r) {
+    EXPECT_TRUE(r.ok());
+    answers.Done();
+  });
+  EXPECT_EQ(recorder->submissions().size(), 2u);
+  answers.WaitFor(9);
+}
+
+TEST_P(IoSchedulerTest, AReadSubmittedAloneLandsInABufferOfExactlyItsAlignedSize) {
+  // The partition cache holds such a buffer as it is; a pooled power-of-two buffer (or a
+  // coalesced one) it would have to copy out of.
+  testing::TempDir dir;
+  MakeFile(dir.Sub("f"), 1 << 20);
+  auto s = Make();
+  if (!s) GTEST_SKIP() << "io_uring refused";
+  auto file = s->OpenFile(dir.Sub("f"));
+  ASSERT_TRUE(file.ok());
+  Answers answers;
+  s->Read({*file, 8192, 150000, 1, 0}, [&](absl::StatusOr<ReadResult> r) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->buffer->capacity(), AlignUp(150000));
+    answers.Done();
+  });
+  answers.WaitFor(1);
 }
 
 TEST_P(IoSchedulerTest, BufferedFilesBypassDirectIo) {

@@ -43,8 +43,9 @@ class QueryCancellationTest : public ::testing::TestWithParam<IoBackendKind> {
         WriteSegment(DefaultFileSystem(), dir_.Sub("seg"), *model, rows_, assign, codes).ok());
 
     IoSchedulerOptions options;
-    // Two reads in flight: most of a burst's reads wait in the queue.
-    options.limits = {.max_requests_in_flight = 2, .max_bytes_in_flight = 1 << 30};
+    // Two reads in flight, partitions never merged: most of a burst's reads wait in the queue.
+    options.limits = {
+        .max_requests_in_flight = 2, .max_bytes_in_flight = 1 << 30, .max_coalesce_gap = 0};
     options.make_backend = [&](IoCallback cb) -> absl::StatusOr<std::unique_ptr<IoBackend>> {
       auto backend = testing::HeldIoBackend::Make(GetParam(), std::move(cb), held_state_);
       if (backend.ok()) held_ = static_cast<testing::HeldIoBackend*>(backend->get());
