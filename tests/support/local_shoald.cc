@@ -104,6 +104,10 @@ int LocalShoald::Reap(std::chrono::seconds bound) {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
       killed = true;
+      // A shoald that outlives its bound is a hang worth seeing in CI's output.
+      std::fprintf(stderr, "shoald pid %d did not exit within %lld s; killed. Log tail:\n%s\n",
+                   static_cast<int>(pid_), static_cast<long long>(bound.count()),
+                   Tail(ReadLog(), 4000).c_str());
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
