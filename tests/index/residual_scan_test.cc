@@ -261,7 +261,7 @@ double OwnPartitionRecall(const std::vector<float>& x, size_t n, size_t dim,
 }
 
 TEST(PartitionScan, ResidualCodesRankRowsOfATightClusterThatRawCodesCannot) {
-  const size_t n = 8000, dim = 32, nq = 40;
+  const size_t n = 4000, dim = 32, nq = 40;
   // Clusters spread over [-1, 1], each 0.05 wide: raw codes spend their precision on the
   // spread between clusters.
   auto x = Clustered(n + nq, dim, 16, 1.0f, 0.05f, 5);
