@@ -149,83 +149,91 @@ void GemmResidualSq8(const PreparedQueries& p, const float* offset, const float*
 
 }  // namespace
 
+// Many queries on one partition (FLAT or SQ8): sgemm over the rows, SQ8 decoded tile by tile.
+void PreparedQueries::ScoreBlocked(const uint32_t* query_ids, const float* coarse_keys, size_t nq,
+                                   const uint8_t* codes, size_t n, float* keys,
+                                   PartitionScratch* s) const {
+  const size_t dim = model_.dim;
+  // Gather the queries (and their norms) contiguously for sgemm.
+  s->queries.resize(nq * dim);
+  std::vector<float> norms(nq);
+  for (size_t j = 0; j < nq; ++j) {
+    std::memcpy(s->queries.data() + j * dim, query(query_ids[j]), dim * sizeof(float));
+    norms[j] = norms_[query_ids[j]];
+  }
+  if (model_.encoding == VectorEncoding::kFlat) {
+    GemmKeys(model_.metric, s->queries.data(), norms.data(), nq,
+             reinterpret_cast<const float*>(codes), n, dim, keys, n, s);
+    return;
+  }
+  if (model_.residual) {
+    // r^ = offset + code * scale, so f <q, r^> = f q.offset + f <q, code * scale>: the first
+    // part joins the coarse key, the second is sgemm over codes decoded with a zero offset.
+    std::vector<float> biases(nq);
+    for (size_t j = 0; j < nq; ++j) biases[j] = coarse_keys[j] + sq_const_[query_ids[j]];
+    const std::vector<float> zero(dim, 0.0f);
+    GemmResidualSq8(*this, zero.data(), sq_scale_.data(), s->queries.data(), biases.data(), nq,
+                    codes, n, keys, s);
+    return;
+  }
+  // Raw SQ8: decode a tile once, score it for every query.
+  s->decoded.resize(kDecodeTileRows * dim);
+  for (size_t r = 0; r < n; r += kDecodeTileRows) {
+    const size_t rows = std::min(kDecodeTileRows, n - r);
+    Sq8Decode(sq_offset_.data(), sq_scale_.data(), codes + r * dim, rows, dim, s->decoded.data());
+    GemmKeys(model_.metric, s->queries.data(), norms.data(), nq, s->decoded.data(), rows, dim,
+             keys + r, n, s);
+  }
+}
+
+// One query with the fused kernels.
+void PreparedQueries::ScoreOne(uint32_t q, float coarse_key, const uint8_t* codes, size_t n,
+                               float* out) const {
+  const size_t dim = model_.dim;
+  const float* sq_query = sq_query_.empty() ? nullptr : sq_query_.data() + size_t(q) * dim;
+  const float* table =
+      pq_tables_.empty() ? nullptr : pq_tables_.data() + size_t(q) * model_.pq_m * 256;
+  if (model_.residual) {
+    const float sq_const = sq_const_.empty() ? 0.0f : sq_const_[q];
+    ScoreResidualQuery(*this, sq_query, sq_const, table, coarse_key, codes, n, out);
+    return;
+  }
+  const bool similarity = IsSimilarity(model_.metric);
+  switch (model_.encoding) {
+    case VectorEncoding::kFlat: {
+      const float* rows = reinterpret_cast<const float*>(codes);
+      if (similarity) {
+        InnerProductMany(query(q), rows, n, dim, out);
+      } else {
+        L2SqrMany(query(q), rows, n, dim, out);
+      }
+      break;
+    }
+    case VectorEncoding::kSq8:
+      if (similarity) {
+        Sq8DotMany(sq_query, codes, n, dim, out);
+        for (size_t i = 0; i < n; ++i) out[i] += sq_const_[q];
+      } else {
+        Sq8L2Many(sq_query, sq_scale_.data(), codes, n, dim, out);
+      }
+      break;
+    case VectorEncoding::kPq:
+      PqScan(table, model_.pq_m, codes, n, out);
+      break;
+  }
+  if (similarity) {
+    for (size_t i = 0; i < n; ++i) out[i] = -out[i];
+  }
+}
+
 void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, const float* coarse_keys,
                     size_t nq, const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) {
-  const IvfModel& model = p.model_;
-  const size_t dim = model.dim;
-  const bool similarity = IsSimilarity(model.metric);
-  const bool residual = model.residual && model.encoding != VectorEncoding::kFlat;
-  const bool gemm = nq >= kMinQueriesForGemm;
-  if (gemm && model.encoding != VectorEncoding::kPq) {
-    // Gather the queries (and their norms) contiguously for sgemm.
-    s->queries.resize(nq * dim);
-    std::vector<float> norms(nq);
-    for (size_t j = 0; j < nq; ++j) {
-      std::memcpy(s->queries.data() + j * dim, p.query(query_ids[j]), dim * sizeof(float));
-      norms[j] = p.norms_[query_ids[j]];
-    }
-    if (model.encoding == VectorEncoding::kFlat) {
-      GemmKeys(model.metric, s->queries.data(), norms.data(), nq,
-               reinterpret_cast<const float*>(codes), n, dim, keys, n, s);
-      return;
-    }
-    if (residual) {
-      // The query constant f * q.offset is folded into the coarse keys.
-      std::vector<float> biases(nq);
-      for (size_t j = 0; j < nq; ++j) biases[j] = coarse_keys[j] + p.sq_const_[query_ids[j]];
-      // Decoding r^ = offset + code * scale: <q, r^> = q.offset + <q, code * scale>.
-      std::vector<float> zero(dim, 0.0f);
-      GemmResidualSq8(p, zero.data(), p.sq_scale_.data(), s->queries.data(), biases.data(), nq,
-                      codes, n, keys, s);
-      return;
-    }
-    // SQ8: decode a tile once, score it for every query.
-    s->decoded.resize(kDecodeTileRows * dim);
-    for (size_t r = 0; r < n; r += kDecodeTileRows) {
-      const size_t rows = std::min(kDecodeTileRows, n - r);
-      Sq8Decode(p.sq_offset_.data(), p.sq_scale_.data(), codes + r * dim, rows, dim,
-                s->decoded.data());
-      GemmKeys(model.metric, s->queries.data(), norms.data(), nq, s->decoded.data(), rows, dim,
-               keys + r, n, s);
-    }
+  if (nq >= kMinQueriesForGemm && p.model().encoding != VectorEncoding::kPq) {
+    p.ScoreBlocked(query_ids, coarse_keys, nq, codes, n, keys, s);
     return;
   }
   for (size_t j = 0; j < nq; ++j) {
-    const uint32_t q = query_ids[j];
-    float* out = keys + j * n;
-    if (residual) {
-      const float* sq_query = p.sq_query_.empty() ? nullptr : p.sq_query_.data() + q * dim;
-      const float sq_const = p.sq_const_.empty() ? 0.0f : p.sq_const_[q];
-      const float* table =
-          p.pq_tables_.empty() ? nullptr : p.pq_tables_.data() + size_t(q) * model.pq_m * 256;
-      ScoreResidualQuery(p, sq_query, sq_const, table, coarse_keys[j], codes, n, out);
-      continue;
-    }
-    switch (model.encoding) {
-      case VectorEncoding::kFlat: {
-        const float* rows = reinterpret_cast<const float*>(codes);
-        if (similarity) {
-          InnerProductMany(p.query(q), rows, n, dim, out);
-        } else {
-          L2SqrMany(p.query(q), rows, n, dim, out);
-        }
-        break;
-      }
-      case VectorEncoding::kSq8:
-        if (similarity) {
-          Sq8DotMany(p.sq_query_.data() + q * dim, codes, n, dim, out);
-          for (size_t i = 0; i < n; ++i) out[i] += p.sq_const_[q];
-        } else {
-          Sq8L2Many(p.sq_query_.data() + q * dim, p.sq_scale_.data(), codes, n, dim, out);
-        }
-        break;
-      case VectorEncoding::kPq:
-        PqScan(p.pq_tables_.data() + size_t(q) * model.pq_m * 256, model.pq_m, codes, n, out);
-        break;
-    }
-    if (similarity) {
-      for (size_t i = 0; i < n; ++i) out[i] = -out[i];
-    }
+    p.ScoreOne(query_ids[j], coarse_keys ? coarse_keys[j] : 0.0f, codes, n, keys + j * n);
   }
 }
 

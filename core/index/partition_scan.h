@@ -24,6 +24,8 @@
 
 namespace shoal::core {
 
+struct PartitionScratch;
+
 class PreparedQueries {
  public:
   // REQUIRES: queries holds num_queries * model.dim floats and outlives this object.
@@ -42,9 +44,12 @@ class PreparedQueries {
 
  private:
   friend void ScorePartition(const PreparedQueries&, const uint32_t*, const float*, size_t,
-                             const uint8_t*, size_t, float*, struct PartitionScratch*);
+                             const uint8_t*, size_t, float*, PartitionScratch*);
   void PrepareSq8();
   void PreparePq();
+  void ScoreBlocked(const uint32_t* query_ids, const float* coarse_keys, size_t nq,
+                    const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) const;
+  void ScoreOne(uint32_t q, float coarse_key, const uint8_t* codes, size_t n, float* out) const;
 
   const IvfModel& model_;
   const float* queries_;
