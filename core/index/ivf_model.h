@@ -60,7 +60,7 @@ struct IvfModel {
   const float* centroid(size_t p) const { return centroids.data() + p * dim; }
   // Bytes of the quantizer's code of one vector (dim floats, dim bytes, or pq_m bytes).
   size_t QuantizerCodeSize() const;
-  // A residual L2 model stores the float term |r|^2 + 2<c, r^> after each quantizer code.
+  // A residual L2 model stores the float term |r^|^2 + 2<c, r^> after each quantizer code.
   bool HasResidualTerm() const { return residual && metric == Metric::kL2; }
   // Bytes of one encoded row in a partition: the quantizer code, then the term if any.
   size_t CodeSize() const { return QuantizerCodeSize() + (HasResidualTerm() ? sizeof(float) : 0); }
