@@ -55,17 +55,21 @@ std::vector<float> KmeansPlusPlusSeeds(const float* vectors, size_t n, size_t di
                                        uint64_t seed) {
   const size_t stride = std::max<size_t>(1, n / (kSeedRowsPerCentroid * k));
   const size_t m = (n + stride - 1) / stride;
-  std::vector<float> rows(m * dim);
-  for (size_t i = 0; i < m; ++i) {
-    std::memcpy(rows.data() + i * dim, vectors + i * stride * dim, dim * sizeof(float));
+  std::vector<float> strided;  // a copy only when rows are skipped
+  if (stride > 1) {
+    strided.resize(m * dim);
+    for (size_t i = 0; i < m; ++i) {
+      std::memcpy(strided.data() + i * dim, vectors + i * stride * dim, dim * sizeof(float));
+    }
   }
+  const float* rows = stride > 1 ? strided.data() : vectors;
   std::vector<float> seeds(k * dim), nearest(m, std::numeric_limits<float>::infinity()), d(m);
   std::mt19937_64 rng(seed);
   size_t pick = size_t(rng() % m);
   for (size_t c = 0; c < k; ++c) {
     float* centroid = seeds.data() + c * dim;
-    std::memcpy(centroid, rows.data() + pick * dim, dim * sizeof(float));
-    L2SqrMany(centroid, rows.data(), m, dim, d.data());
+    std::memcpy(centroid, rows + pick * dim, dim * sizeof(float));
+    L2SqrMany(centroid, rows, m, dim, d.data());
     double total = 0;
     for (size_t i = 0; i < m; ++i) total += nearest[i] = std::min(nearest[i], d[i]);
     if (total <= 0) {  // every row is a seed already: repeat rows (k <= n is checked)
@@ -141,23 +145,28 @@ void Residuals(const IvfModel& model, const float* vectors, size_t n, const uint
   }
 }
 
-// Every `stride`-th training vector minus its centroid: the quantizer's training set.
+// Every `stride`-th training vector minus its centroid: the quantizer's training set. One
+// buffer (no larger than the sample): the rows are copied, assigned, then turned into residuals
+// in place.
 absl::StatusOr<std::vector<float>> ResidualSample(const IvfModel& model, const float* vectors,
                                                   size_t n) {
   const size_t dim = model.dim;
   const size_t stride = (n + kMaxResidualTrainingRows - 1) / kMaxResidualTrainingRows;
   const size_t rows = (n + stride - 1) / stride;
-  std::vector<float> picked, residuals;
-  std::vector<uint32_t> assign(rows);
+  std::vector<float> residuals;
+  std::vector<uint32_t> assign;
   SHOAL_RETURN_IF_ERROR(Guarded("sampling residuals", [&] {
-    picked.resize(rows * dim);
-    for (size_t i = 0; i < rows; ++i) {
-      std::memcpy(picked.data() + i * dim, vectors + i * stride * dim, dim * sizeof(float));
-    }
     residuals.resize(rows * dim);
+    assign.resize(rows);
+    for (size_t i = 0; i < rows; ++i) {
+      std::memcpy(residuals.data() + i * dim, vectors + i * stride * dim, dim * sizeof(float));
+    }
   }));
-  SHOAL_RETURN_IF_ERROR(AssignToCentroids(model, picked.data(), rows, assign.data()));
-  Residuals(model, picked.data(), rows, assign.data(), residuals.data());
+  SHOAL_RETURN_IF_ERROR(AssignToCentroids(model, residuals.data(), rows, assign.data()));
+  for (size_t i = 0; i < rows; ++i) {
+    const float* c = model.centroid(assign[i]);
+    for (size_t d = 0; d < dim; ++d) residuals[i * dim + d] -= c[d];
+  }
   return residuals;
 }
 
