@@ -222,25 +222,40 @@ BlockKernel KernelAt(SimdLevel level) {
   return BlockScalar;
 }
 
+// Where a scan finds its blocks: `full` whole blocks at `blocks`, then (tail != null) the
+// remaining rows as compact row-major codes; terms: n floats at any alignment, or null.
+struct BlockSource {
+  const uint8_t* blocks;
+  size_t full;
+  const uint8_t* tail;
+  const uint8_t* terms;
+};
+
 void ScanPartition(BlockKernel kernel, const FastScanLut* const* luts, size_t nq,
-                   const uint8_t* packed, size_t n, const float* terms, float* thresholds,
-                   FastScanSink sink) {
+                   const BlockSource& src, size_t n, float* thresholds, FastScanSink sink) {
   if (nq == 0 || n == 0) return;
-  const size_t block_bytes = FastScanBlockBytes(luts[0]->m());
+  const size_t m = luts[0]->m(), block_bytes = FastScanBlockBytes(m);
   const size_t blocks = (n + kRows - 1) / kRows;
   alignas(64) float keys[kFastScanQueriesPerPass * kRows];
-  alignas(64) float tail_terms[kRows];
+  alignas(64) float block_terms[kRows];
   uint32_t masks[kFastScanQueriesPerPass];
+  std::vector<uint8_t> tail_block;
+  if (src.full < blocks) {
+    tail_block.resize(block_bytes);
+    PackFastScanCodes(src.tail, n - src.full * kRows, m, tail_block.data());
+  }
   for (size_t q0 = 0; q0 < nq; q0 += kFastScanQueriesPerPass) {
     const size_t group = std::min(kFastScanQueriesPerPass, nq - q0);
     for (size_t b = 0; b < blocks; ++b) {
       const size_t rows = std::min(kRows, n - b * kRows);
-      const float* t = terms ? terms + b * kRows : nullptr;
-      if (t != nullptr && rows < kRows) {
-        std::fill(std::copy(t, t + rows, tail_terms), tail_terms + kRows, 0.0f);
-        t = tail_terms;
+      const float* t = nullptr;
+      if (src.terms != nullptr) {
+        std::memcpy(block_terms, src.terms + b * kRows * sizeof(float), rows * sizeof(float));
+        std::fill(block_terms + rows, block_terms + kRows, 0.0f);
+        t = block_terms;
       }
-      kernel(luts + q0, group, packed + b * block_bytes, t, thresholds + q0, keys, masks);
+      const uint8_t* block = b < src.full ? src.blocks + b * block_bytes : tail_block.data();
+      kernel(luts + q0, group, block, t, thresholds + q0, keys, masks);
       const uint32_t valid = rows == kRows ? ~0u : (1u << rows) - 1;
       for (size_t q = 0; q < group; ++q) {
         for (uint32_t mask = masks[q] & valid; mask != 0; mask &= mask - 1) {
@@ -322,12 +337,64 @@ void FastScanBlock(const FastScanLut* const* luts, size_t nq, const uint8_t* blo
 void FastScanPartitionAt(SimdLevel level, const FastScanLut* const* luts, size_t nq,
                          const uint8_t* packed, size_t n, const float* terms, float* thresholds,
                          FastScanSink sink) {
-  ScanPartition(KernelAt(level), luts, nq, packed, n, terms, thresholds, sink);
+  const BlockSource src{packed, (n + kRows - 1) / kRows, nullptr,
+                        reinterpret_cast<const uint8_t*>(terms)};
+  ScanPartition(KernelAt(level), luts, nq, src, n, thresholds, sink);
 }
 
 void FastScanPartition(const FastScanLut* const* luts, size_t nq, const uint8_t* packed, size_t n,
                        const float* terms, float* thresholds, FastScanSink sink) {
-  ScanPartition(KernelAt(FastScanSimdLevel()), luts, nq, packed, n, terms, thresholds, sink);
+  FastScanPartitionAt(FastScanSimdLevel(), luts, nq, packed, n, terms, thresholds, sink);
+}
+
+void WriteFastScanRegion(const uint8_t* rows, size_t n, size_t m, size_t term_bytes, uint8_t* out) {
+  const size_t code_bytes = m / 2, row_bytes = code_bytes + term_bytes;
+  const size_t full = n / kRows;
+  std::vector<uint8_t> codes(n * code_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(&codes[i * code_bytes], rows + i * row_bytes, code_bytes);
+  }
+  PackFastScanCodes(codes.data(), full * kRows, m, out);
+  std::memcpy(out + full * FastScanBlockBytes(m), codes.data() + full * kRows * code_bytes,
+              (n - full * kRows) * code_bytes);
+  uint8_t* terms = out + n * code_bytes;
+  for (size_t i = 0; i < n && term_bytes != 0; ++i) {
+    std::memcpy(terms + i * sizeof(float), rows + i * row_bytes + code_bytes, sizeof(float));
+  }
+}
+
+void ReadFastScanRegionRow(const uint8_t* region, size_t n, size_t m, size_t term_bytes, size_t i,
+                           uint8_t* code, float* term) {
+  const size_t code_bytes = m / 2, full = n / kRows;
+  if (i < full * kRows) {
+    UnpackFastScanCode(region, m, i, code);
+  } else {
+    std::memcpy(code, region + full * FastScanBlockBytes(m) + (i - full * kRows) * code_bytes,
+                code_bytes);
+  }
+  *term = 0;
+  if (term_bytes != 0) {
+    std::memcpy(term, region + n * code_bytes + i * sizeof(float), sizeof(float));
+  }
+}
+
+void FastScanRegion(const FastScanLut* const* luts, size_t nq, const uint8_t* region, size_t n,
+                    size_t term_bytes, float* thresholds, FastScanSink sink) {
+  if (nq == 0) return;
+  const size_t m = luts[0]->m(), full = n / kRows;
+  const BlockSource src{region, full, region + full * FastScanBlockBytes(m),
+                        term_bytes ? region + n * m / 2 : nullptr};
+  ScanPartition(KernelAt(FastScanSimdLevel()), luts, nq, src, n, thresholds, sink);
+}
+
+void FastScanRegionKeys(const FastScanLut* const* luts, size_t nq, const uint8_t* region, size_t n,
+                        size_t term_bytes, float* keys) {
+  std::vector<float> thresholds(nq, std::numeric_limits<float>::infinity());
+  FastScanRegion(luts, nq, region, n, term_bytes, thresholds.data(),
+                 [&](size_t q, uint32_t row, float key) {
+                   keys[q * n + row] = key;
+                   return std::numeric_limits<float>::infinity();
+                 });
 }
 
 }  // namespace shoal::core

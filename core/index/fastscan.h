@@ -106,6 +106,26 @@ void FastScanPartitionAt(SimdLevel level, const FastScanLut* const* luts, size_t
                          const uint8_t* packed, size_t n, const float* terms, float* thresholds,
                          FastScanSink sink);
 
+// ---- Partitions as stored in a segment.
+//
+// A fast-scan partition's code region has exactly the size of n row-major rows of
+// m / 2 code bytes + term_bytes (so segment extents are unchanged): the floor(n / 32) full blocks,
+// then the n % 32 tail rows' compact codes row-major, then, if term_bytes is 4, the n float terms
+// (unaligned). The scan packs the tail into a block on the fly.
+
+// rows: n rows of row_bytes = m / 2 + term_bytes (compact code, then the float term if
+// term_bytes == 4). out: n * row_bytes bytes. REQUIRES: term_bytes 0 or 4.
+void WriteFastScanRegion(const uint8_t* rows, size_t n, size_t m, size_t term_bytes, uint8_t* out);
+// The compact code of row i and its term (0 without terms) from a region.
+void ReadFastScanRegionRow(const uint8_t* region, size_t n, size_t m, size_t term_bytes, size_t i,
+                           uint8_t* code, float* term);
+// Like FastScanPartition, on a region.
+void FastScanRegion(const FastScanLut* const* luts, size_t nq, const uint8_t* region, size_t n,
+                    size_t term_bytes, float* thresholds, FastScanSink sink);
+// keys[q * n + i] for every row of a region.
+void FastScanRegionKeys(const FastScanLut* const* luts, size_t nq, const uint8_t* region, size_t n,
+                        size_t term_bytes, float* keys);
+
 // The level FastScan* uses (ActiveSimdLevel(), lowered to AVX2 without AVX-512BW).
 SimdLevel FastScanSimdLevel();
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -259,6 +260,47 @@ TEST(FastScan, PartitionScanSeesNoRowPastTheEndOfAPartialBlock) {
                         });
     EXPECT_EQ(calls, n);
     EXPECT_EQ(max_row, n - 1);
+  }
+}
+
+// A segment's region (full blocks, row-major tail, then unaligned terms) keeps every row's code
+// and term and scores exactly like the padded blocks.
+TEST(FastScan, RegionsKeepRowsAndScoreLikePackedBlocks) {
+  const size_t m = 10;
+  for (size_t term_bytes : {0, 4}) {
+    for (size_t n : {1, 31, 32, 33, 77}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " term_bytes " + std::to_string(term_bytes));
+      const size_t row_bytes = m / 2 + term_bytes;
+      const auto codes = RandomCodes(n, m, uint32_t(n));
+      const auto terms = RandomFloats(n, uint32_t(n + 1));
+      std::vector<uint8_t> rows(n * row_bytes);
+      for (size_t i = 0; i < n; ++i) {
+        std::copy_n(&codes[i * m / 2], m / 2, &rows[i * row_bytes]);
+        if (term_bytes) std::memcpy(&rows[i * row_bytes + m / 2], &terms[i], sizeof(float));
+      }
+      std::vector<uint8_t> region(n * row_bytes);
+      WriteFastScanRegion(rows.data(), n, m, term_bytes, region.data());
+      std::vector<uint8_t> code(m / 2);
+      for (size_t i = 0; i < n; ++i) {
+        float term = -1;
+        ReadFastScanRegionRow(region.data(), n, m, term_bytes, i, code.data(), &term);
+        ASSERT_TRUE(std::equal(code.begin(), code.end(), &codes[i * m / 2])) << i;
+        EXPECT_EQ(term, term_bytes ? terms[i] : 0.0f);
+      }
+      std::vector<uint8_t> packed(FastScanPackedBytes(n, m));
+      PackFastScanCodes(codes.data(), n, m, packed.data());
+      std::vector<FastScanLut> luts(5);
+      std::vector<const FastScanLut*> ptrs;
+      for (size_t q = 0; q < luts.size(); ++q) {
+        luts[q].Build(RandomFloats(m * 16, uint32_t(50 + q)).data(), m, 1.0f);
+        ptrs.push_back(&luts[q]);
+      }
+      const auto want =
+          BlockKeys(SimdLevel::kScalar, luts, packed, n, term_bytes ? terms.data() : nullptr);
+      std::vector<float> got(luts.size() * n);
+      FastScanRegionKeys(ptrs.data(), ptrs.size(), region.data(), n, term_bytes, got.data());
+      EXPECT_EQ(got, want);
+    }
   }
 }
 
