@@ -16,7 +16,7 @@
 
 namespace shoal::core {
 
-size_t IvfModel::CodeSize() const {
+size_t IvfModel::QuantizerCodeSize() const {
   switch (encoding) {
     case VectorEncoding::kFlat:
       return size_t(dim) * sizeof(float);
@@ -80,6 +80,85 @@ void TrainPq(const float* vectors, size_t n, uint32_t dim, const IvfTrainOptions
   model->pq_codebooks = std::move(pq.centroids);
 }
 
+// Residual training rows at most: PQ's k-means samples 256 points per codeword (65536 for 8
+// bits) anyway, and SQ8's ranges need no more.
+constexpr size_t kMaxResidualTrainingRows = 65536;
+
+// out[i] = vectors[i] - centroid(partitions[i]).
+void Residuals(const IvfModel& model, const float* vectors, size_t n, const uint32_t* partitions,
+               float* out) {
+  const size_t dim = model.dim;
+  for (size_t i = 0; i < n; ++i) {
+    const float* c = model.centroid(partitions[i]);
+    for (size_t d = 0; d < dim; ++d) out[i * dim + d] = vectors[i * dim + d] - c[d];
+  }
+}
+
+// Every `stride`-th training vector minus its centroid: the quantizer's training set.
+absl::StatusOr<std::vector<float>> ResidualSample(const IvfModel& model, const float* vectors,
+                                                  size_t n) {
+  const size_t dim = model.dim;
+  const size_t stride = (n + kMaxResidualTrainingRows - 1) / kMaxResidualTrainingRows;
+  const size_t rows = (n + stride - 1) / stride;
+  std::vector<float> picked, residuals;
+  std::vector<uint32_t> assign(rows);
+  SHOAL_RETURN_IF_ERROR(Guarded("sampling residuals", [&] {
+    picked.resize(rows * dim);
+    for (size_t i = 0; i < rows; ++i) {
+      std::memcpy(picked.data() + i * dim, vectors + i * stride * dim, dim * sizeof(float));
+    }
+    residuals.resize(rows * dim);
+  }));
+  SHOAL_RETURN_IF_ERROR(AssignToCentroids(model, picked.data(), rows, assign.data()));
+  Residuals(model, picked.data(), rows, assign.data(), residuals.data());
+  return residuals;
+}
+
+// The quantizer's code of each vector (SQ8 / PQ through FAISS) and `decoded`, what it decodes to.
+void QuantizeAndDecode(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes,
+                       float* decoded) {
+  if (model.encoding == VectorEncoding::kSq8) {
+    faiss::ScalarQuantizer sq(model.dim, faiss::ScalarQuantizer::QT_8bit);
+    sq.trained = model.sq_vmin;
+    sq.trained.insert(sq.trained.end(), model.sq_vdiff.begin(), model.sq_vdiff.end());
+    sq.compute_codes(vectors, codes, n);
+    if (decoded) sq.decode(codes, decoded, n);
+  } else {
+    faiss::ProductQuantizer pq(model.dim, model.pq_m, model.pq_nbits);
+    pq.centroids = model.pq_codebooks;
+    pq.compute_codes(vectors, codes, n);
+    if (decoded) pq.decode(codes, decoded, n);
+  }
+}
+
+// Residual codes: quantize r = x - c, then lay out each row as the code and (L2) the term
+// |r^|^2 + 2<c, r^> (see ivf_model.h).
+void EncodeResiduals(const IvfModel& model, const float* vectors, size_t n,
+                     const uint32_t* partitions, uint8_t* out) {
+  const size_t dim = model.dim, qsize = model.QuantizerCodeSize(), row = model.CodeSize();
+  std::vector<float> residuals(n * dim);
+  Residuals(model, vectors, n, partitions, residuals.data());
+  if (!model.HasResidualTerm()) {
+    QuantizeAndDecode(model, residuals.data(), n, out, nullptr);
+    return;
+  }
+  std::vector<uint8_t> codes(n * qsize);
+  std::vector<float> decoded(n * dim);
+  QuantizeAndDecode(model, residuals.data(), n, codes.data(), decoded.data());
+  for (size_t i = 0; i < n; ++i) {
+    const float* r = decoded.data() + i * dim;
+    const float* c = model.centroid(partitions[i]);
+    double norm = 0, cross = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      norm += double(r[d]) * r[d];
+      cross += double(c[d]) * r[d];
+    }
+    const float term = float(norm + 2 * cross);
+    std::memcpy(out + i * row, codes.data() + i * qsize, qsize);
+    std::memcpy(out + i * row + qsize, &term, sizeof term);
+  }
+}
+
 }  // namespace
 
 IvfModel MakeExactModel(uint32_t dim, Metric metric, uint32_t nlist) {
@@ -132,11 +211,22 @@ absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t 
   model.encoding = options.encoding;
   SHOAL_RETURN_IF_ERROR(Guarded("IVF k-means training",
                                 [&] { TrainCoarse(vectors, n, dim, metric, options, &model); }));
+  if (options.encoding == VectorEncoding::kFlat) return model;
+  // The quantizer learns what it will encode: residuals to the centroids just trained.
+  std::vector<float> residuals;
+  const float* train = vectors;
+  size_t train_n = n;
+  if (options.residual) {
+    SHOAL_ASSIGN_OR_RETURN(residuals, ResidualSample(model, vectors, n));
+    train = residuals.data();
+    train_n = residuals.size() / dim;
+    model.residual = true;
+  }
   if (options.encoding == VectorEncoding::kSq8) {
-    SHOAL_RETURN_IF_ERROR(Guarded("SQ8 training", [&] { TrainSq8(vectors, n, dim, &model); }));
-  } else if (options.encoding == VectorEncoding::kPq) {
+    SHOAL_RETURN_IF_ERROR(Guarded("SQ8 training", [&] { TrainSq8(train, train_n, dim, &model); }));
+  } else {
     SHOAL_RETURN_IF_ERROR(
-        Guarded("PQ training", [&] { TrainPq(vectors, n, dim, options, &model); }));
+        Guarded("PQ training", [&] { TrainPq(train, train_n, dim, options, &model); }));
   }
   return model;
 }
@@ -163,25 +253,26 @@ absl::Status AssignToCentroids(const IvfModel& model, const float* vectors, size
   });
 }
 
-absl::Status EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes) {
+absl::Status EncodeVectors(const IvfModel& model, const float* vectors, size_t n,
+                           const uint32_t* partitions, uint8_t* codes) {
+  if (model.residual && model.encoding != VectorEncoding::kFlat) {
+    if (n > 0 && partitions == nullptr) {
+      return absl::InvalidArgumentError("encoding residuals needs each vector's partition");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (partitions[i] >= model.nlist()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("encoding vectors: partition ", partitions[i], " of ", model.nlist()));
+      }
+    }
+    return Guarded("encoding vectors",
+                   [&] { EncodeResiduals(model, vectors, n, partitions, codes); });
+  }
   return Guarded("encoding vectors", [&] {
-    switch (model.encoding) {
-      case VectorEncoding::kFlat:
-        std::memcpy(codes, vectors, n * model.dim * sizeof(float));
-        return;
-      case VectorEncoding::kSq8: {
-        faiss::ScalarQuantizer sq(model.dim, faiss::ScalarQuantizer::QT_8bit);
-        sq.trained = model.sq_vmin;
-        sq.trained.insert(sq.trained.end(), model.sq_vdiff.begin(), model.sq_vdiff.end());
-        sq.compute_codes(vectors, codes, n);
-        return;
-      }
-      case VectorEncoding::kPq: {
-        faiss::ProductQuantizer pq(model.dim, model.pq_m, model.pq_nbits);
-        pq.centroids = model.pq_codebooks;
-        pq.compute_codes(vectors, codes, n);
-        return;
-      }
+    if (model.encoding == VectorEncoding::kFlat) {
+      std::memcpy(codes, vectors, n * model.dim * sizeof(float));
+    } else {
+      QuantizeAndDecode(model, vectors, n, codes, nullptr);
     }
   });
 }

@@ -2,9 +2,25 @@
 // coarse centroids and the vector encoding's parameters (SQ8 ranges or PQ codebooks).
 //
 // Training and encoding use FAISS (k-means, ScalarQuantizer QT_8bit, ProductQuantizer); the
-// scan kernels that read the codes are ours (core/index/scan_kernels.h). Both SQ8 and PQ encode
-// the vector itself, not its residual to the centroid: one distance table per query then
-// serves every partition, which is what lets a task scan one partition for many queries.
+// scan kernels that read the codes are ours (core/index/scan_kernels.h).
+//
+// Residual codes (IvfModel::residual, every model trained now): SQ8 and PQ encode r = x - c,
+// c the centroid of x's partition, and are trained on residuals, so their precision is spent
+// inside a partition rather than across the whole data set (on tight clusters raw codes cannot
+// tell a cluster's members apart). Scoring still needs ONE table / prepared vector per query
+// for every partition (partition-major batching): with r^ the decoded residual and
+// x^ = c + r^ the reconstruction,
+//   L2:  |q - x^|^2 = |q - c|^2 + (|r^|^2 + 2<c, r^>) - 2<q, r^>
+//   IP:  <q, x^>    = <q, c> + <q, r^>        (cosine: the same, on normalised vectors)
+// |q - c|^2 (or -<q, c>) is the query's coarse key of the partition, known from routing; <q, r^>
+// comes from the per-query table; the per-vector term t = |r^|^2 + 2<c, r^> (L2 only) is stored
+// as a float right after the quantizer code, so a row of lists.dat is CodeSize() =
+// QuantizerCodeSize() + 4 bytes. The key is thus exactly the distance to the reconstruction,
+// as FAISS's IVFPQ computes it. (Keeping the exact |r|^2 in the term instead was measured
+// worse on clustered data: docs/NOTES.md.)
+//
+// Non-residual models (segments written before format v3) encode x itself and are scored the
+// old way; flushes and merges that reuse such a model keep encoding raw vectors.
 //
 // The FAISS calls run on the calling thread; callers keep OpenMP at one thread (I-2, the
 // TbbExecutor does) and get parallelism by running chunks as separate tasks. Nothing FAISS or
@@ -16,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,10 +53,17 @@ struct IvfModel {
   // An exact (FLAT) segment: partitions are slices of the rows, not clusters, and every search
   // scans all of them (nprobe does not apply). Centroids are zero placeholders.
   bool exact = false;
+  // SQ8/PQ only: codes encode x - centroid (see above). False for kFlat.
+  bool residual = false;
 
   size_t nlist() const { return dim ? centroids.size() / dim : 0; }
-  // Bytes of one encoded vector.
-  size_t CodeSize() const;
+  const float* centroid(size_t p) const { return centroids.data() + p * dim; }
+  // Bytes of the quantizer's code of one vector (dim floats, dim bytes, or pq_m bytes).
+  size_t QuantizerCodeSize() const;
+  // A residual L2 model stores the float term |r|^2 + 2<c, r^> after each quantizer code.
+  bool HasResidualTerm() const { return residual && metric == Metric::kL2; }
+  // Bytes of one encoded row in a partition: the quantizer code, then the term if any.
+  size_t CodeSize() const { return QuantizerCodeSize() + (HasResidualTerm() ? sizeof(float) : 0); }
 };
 
 // 8-bit PQ trains 256 centroids per sub-quantizer, so it needs at least this many vectors.
@@ -51,6 +75,9 @@ struct IvfTrainOptions {
   uint32_t nlist = 0;
   VectorEncoding encoding = VectorEncoding::kFlat;
   uint32_t pq_m = 0;  // PQ only; must divide dim
+  // SQ8/PQ: train and encode residuals to the centroids. False only reproduces the old
+  // (pre-v3) raw codes, for tests and before/after measurements.
+  bool residual = true;
   int kmeans_iterations = 10;
   uint64_t seed = 1234;
 };
@@ -77,7 +104,18 @@ void LimitFaissScratch();
 absl::Status AssignToCentroids(const IvfModel& model, const float* vectors, size_t n,
                                uint32_t* assign);
 
-// Writes n * CodeSize() bytes of codes.
-absl::Status EncodeVectors(const IvfModel& model, const float* vectors, size_t n, uint8_t* codes);
+// Writes n * CodeSize() bytes of codes (with the residual term after each code, if any).
+// partitions[i] is vector i's partition (from AssignToCentroids); a residual model needs it
+// (INVALID_ARGUMENT if null), others ignore it.
+absl::Status EncodeVectors(const IvfModel& model, const float* vectors, size_t n,
+                           const uint32_t* partitions, uint8_t* codes);
+
+// The per-vector term of row i of a residual L2 partition's codes.
+// REQUIRES: model.HasResidualTerm().
+inline float ResidualTerm(const IvfModel& model, const uint8_t* codes, size_t i) {
+  float t;
+  std::memcpy(&t, codes + i * model.CodeSize() + model.QuantizerCodeSize(), sizeof t);
+  return t;
+}
 
 }  // namespace shoal::core

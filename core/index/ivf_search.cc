@@ -51,6 +51,9 @@ struct Work {
   uint64_t bytes = 0;
   uint32_t rank = 0;  // nearest probe rank among its queries
   std::vector<uint32_t> queries;
+  // Segment work: each query's routing key of the partition (|q - c|^2 or -<q, c>), the
+  // per-(query, partition) constant of residual codes (core/index/partition_scan.h).
+  std::vector<float> coarse_keys;
 };
 
 struct ReadyItem {
@@ -164,6 +167,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
           Work& w = work[size_t(work_of[p])];
           w.rank = std::min(w.rank, rank);
           w.queries.push_back(q);
+          w.coarse_keys.push_back(dist[p]);
         }
       }
       prepared_.push_back(std::make_unique<PreparedQueries>(model, req_.queries.data(), nq));
@@ -412,8 +416,9 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     for (size_t first = 0; first < nq; first += chunk) {
       const size_t count = std::min(chunk, nq - first);
       scratch_keys_.resize(count * n);  // thread_local below
-      ScorePartition(*prepared, w.queries.data() + first, count, codes, n, scratch_keys_.data(),
-                     &scratch_);
+      const float* coarse_keys = w.coarse_keys.empty() ? nullptr : w.coarse_keys.data() + first;
+      ScorePartition(*prepared, w.queries.data() + first, coarse_keys, count, codes, n,
+                     scratch_keys_.data(), &scratch_);
       for (size_t j = 0; j < count; ++j) {
         const uint32_t q = w.queries[first + j];
         std::optional<CandidateTopK>& best = results->topk[q];

@@ -43,49 +43,118 @@ size_t PreparedQueries::BytesPerQuery(const IvfModel& model) {
 }
 
 PreparedQueries::PreparedQueries(const IvfModel& model, const float* queries, size_t nq)
-    : model_(model), queries_(queries), norms_(nq) {
-  const size_t dim = model.dim;
-  for (size_t q = 0; q < nq; ++q) norms_[q] = InnerProduct(query(q), query(q), dim);
-  if (model.encoding == VectorEncoding::kSq8) {
-    sq_offset_.resize(dim);
-    sq_scale_.resize(dim);
+    : model_(model), queries_(queries), nq_(nq), norms_(nq) {
+  for (size_t q = 0; q < nq; ++q) norms_[q] = InnerProduct(query(q), query(q), model.dim);
+  if (model.encoding == VectorEncoding::kSq8) PrepareSq8();
+  if (model.encoding == VectorEncoding::kPq) PreparePq();
+}
+
+float PreparedQueries::CoarseKey(size_t q, uint32_t partition) const {
+  const float* c = model_.centroid(partition);
+  return IsSimilarity(model_.metric) ? -InnerProduct(query(q), c, model_.dim)
+                                     : L2Sqr(query(q), c, model_.dim);
+}
+
+void PreparedQueries::PrepareSq8() {
+  const size_t dim = model_.dim;
+  const bool similarity = IsSimilarity(model_.metric);
+  sq_offset_.resize(dim);
+  sq_scale_.resize(dim);
+  for (size_t d = 0; d < dim; ++d) {
+    sq_scale_[d] = model_.sq_vdiff[d] / 255.0f;
+    sq_offset_[d] = model_.sq_vmin[d] + 0.5f * sq_scale_[d];
+  }
+  // Residual: f * <q, r^> = f * q.offset + sum (f * q * scale) * code.
+  const float f = model_.residual ? residual_factor() : 1.0f;
+  sq_query_.resize(nq_ * dim);
+  sq_const_.resize(nq_);
+  for (size_t q = 0; q < nq_; ++q) {
+    const float* x = query(q);
+    float* out = sq_query_.data() + q * dim;
     for (size_t d = 0; d < dim; ++d) {
-      sq_scale_[d] = model.sq_vdiff[d] / 255.0f;
-      sq_offset_[d] = model.sq_vmin[d] + 0.5f * sq_scale_[d];
+      out[d] = similarity || model_.residual ? f * x[d] * sq_scale_[d] : x[d] - sq_offset_[d];
     }
-    sq_query_.resize(nq * dim);
-    sq_const_.resize(nq);
-    for (size_t q = 0; q < nq; ++q) {
-      const float* x = query(q);
-      float* out = sq_query_.data() + q * dim;
-      for (size_t d = 0; d < dim; ++d) {
-        out[d] = IsSimilarity(model.metric) ? x[d] * sq_scale_[d] : x[d] - sq_offset_[d];
+    sq_const_[q] = f * InnerProduct(x, sq_offset_.data(), dim);
+  }
+}
+
+void PreparedQueries::PreparePq() {
+  const size_t m = model_.pq_m, dsub = model_.dim / m;
+  const bool ip = IsSimilarity(model_.metric) || model_.residual;
+  pq_tables_.resize(nq_ * m * 256);
+  for (size_t q = 0; q < nq_; ++q) {
+    for (size_t j = 0; j < m; ++j) {
+      const float* sub = query(q) + j * dsub;
+      const float* book = model_.pq_codebooks.data() + j * 256 * dsub;
+      float* table = pq_tables_.data() + (q * m + j) * 256;
+      if (ip) {
+        InnerProductMany(sub, book, 256, dsub, table);
+      } else {
+        L2SqrMany(sub, book, 256, dsub, table);
       }
-      sq_const_[q] = InnerProduct(x, sq_offset_.data(), dim);
-    }
-  } else if (model.encoding == VectorEncoding::kPq) {
-    const size_t m = model.pq_m, dsub = dim / m;
-    pq_tables_.resize(nq * m * 256);
-    for (size_t q = 0; q < nq; ++q) {
-      for (size_t j = 0; j < m; ++j) {
-        const float* sub = query(q) + j * dsub;
-        const float* book = model.pq_codebooks.data() + j * 256 * dsub;
-        float* table = pq_tables_.data() + (q * m + j) * 256;
-        if (IsSimilarity(model.metric)) {
-          InnerProductMany(sub, book, 256, dsub, table);
-        } else {
-          L2SqrMany(sub, book, 256, dsub, table);
-        }
+      if (model_.residual) {
+        for (size_t k = 0; k < 256; ++k) table[k] *= residual_factor();
       }
     }
   }
 }
 
-void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, size_t nq,
-                    const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) {
+namespace {
+
+// Residual keys of one query: out[i] = coarse_key + f * <q, r^_i> (+ term_i for L2).
+void ScoreResidualQuery(const PreparedQueries& p, const float* sq_query, float sq_const,
+                        const float* pq_table, float coarse_key, const uint8_t* codes, size_t n,
+                        float* out) {
+  const IvfModel& model = p.model();
+  const size_t stride = model.CodeSize();
+  float bias = coarse_key;
+  if (model.encoding == VectorEncoding::kSq8) {
+    Sq8DotManyStrided(sq_query, codes, stride, n, model.dim, out);
+    bias += sq_const;
+  } else {
+    PqScan(pq_table, model.pq_m, codes, stride, n, out);
+  }
+  if (model.HasResidualTerm()) {
+    AddResidualTerms(codes, stride, model.QuantizerCodeSize(), n, bias, out);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] += bias;
+  }
+}
+
+// Residual SQ8 for many queries: decode a tile of r^ once, <q, r^> for every query via sgemm.
+void GemmResidualSq8(const PreparedQueries& p, const float* offset, const float* scale,
+                     const float* queries, const float* coarse_keys, size_t nq,
+                     const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) {
+  const IvfModel& model = p.model();
+  const size_t dim = model.dim, stride = model.CodeSize();
+  const float f = p.residual_factor();
+  s->decoded.resize(kDecodeTileRows * dim);
+  for (size_t r = 0; r < n; r += kDecodeTileRows) {
+    const size_t rows = std::min(kDecodeTileRows, n - r);
+    const uint8_t* tile = codes + r * stride;
+    Sq8Decode(offset, scale, tile, rows, dim, s->decoded.data(), stride);
+    s->products.resize(nq * rows);
+    GemmInnerProducts(queries, nq, s->decoded.data(), rows, dim, s->products.data());
+    for (size_t j = 0; j < nq; ++j) {
+      float* out = keys + j * n + r;
+      for (size_t i = 0; i < rows; ++i) out[i] = f * s->products[j * rows + i];
+      if (model.HasResidualTerm()) {
+        AddResidualTerms(tile, stride, model.QuantizerCodeSize(), rows, coarse_keys[j], out);
+      } else {
+        for (size_t i = 0; i < rows; ++i) out[i] += coarse_keys[j];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, const float* coarse_keys,
+                    size_t nq, const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) {
   const IvfModel& model = p.model_;
   const size_t dim = model.dim;
   const bool similarity = IsSimilarity(model.metric);
+  const bool residual = model.residual && model.encoding != VectorEncoding::kFlat;
   const bool gemm = nq >= kMinQueriesForGemm;
   if (gemm && model.encoding != VectorEncoding::kPq) {
     // Gather the queries (and their norms) contiguously for sgemm.
@@ -98,6 +167,16 @@ void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, size_t 
     if (model.encoding == VectorEncoding::kFlat) {
       GemmKeys(model.metric, s->queries.data(), norms.data(), nq,
                reinterpret_cast<const float*>(codes), n, dim, keys, n, s);
+      return;
+    }
+    if (residual) {
+      // The query constant f * q.offset is folded into the coarse keys.
+      std::vector<float> biases(nq);
+      for (size_t j = 0; j < nq; ++j) biases[j] = coarse_keys[j] + p.sq_const_[query_ids[j]];
+      // Decoding r^ = offset + code * scale: <q, r^> = q.offset + <q, code * scale>.
+      std::vector<float> zero(dim, 0.0f);
+      GemmResidualSq8(p, zero.data(), p.sq_scale_.data(), s->queries.data(), biases.data(), nq,
+                      codes, n, keys, s);
       return;
     }
     // SQ8: decode a tile once, score it for every query.
@@ -114,6 +193,14 @@ void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, size_t 
   for (size_t j = 0; j < nq; ++j) {
     const uint32_t q = query_ids[j];
     float* out = keys + j * n;
+    if (residual) {
+      const float* sq_query = p.sq_query_.empty() ? nullptr : p.sq_query_.data() + q * dim;
+      const float sq_const = p.sq_const_.empty() ? 0.0f : p.sq_const_[q];
+      const float* table =
+          p.pq_tables_.empty() ? nullptr : p.pq_tables_.data() + size_t(q) * model.pq_m * 256;
+      ScoreResidualQuery(p, sq_query, sq_const, table, coarse_keys[j], codes, n, out);
+      continue;
+    }
     switch (model.encoding) {
       case VectorEncoding::kFlat: {
         const float* rows = reinterpret_cast<const float*>(codes);

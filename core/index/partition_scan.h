@@ -1,6 +1,13 @@
 // Partition scanning: the per-query state prepared once per request (SQ8 query transforms, PQ
 // distance tables) and the scoring of one partition's codes for several queries at once.
 //
+// Residual models (core/index/ivf_model.h) keep one table per query for every partition: a
+// row's key is coarse_key + term + f * <q, r^>, where coarse_key is the query's routing key of
+// the partition (|q - c|^2 for L2, -<q, c> for IP: exactly what the coarse search sorts by), term
+// the float stored after the row's code (L2; none for IP), and f = -2 (L2) or -1 (IP) folded
+// into the prepared tables. The caller passes the coarse keys per (query, partition); the plan
+// has them from routing, anyone else asks PreparedQueries::CoarseKey.
+//
 // Several queries on one partition are scored together ("partition-major"): FLAT rows, and
 // SQ8 rows decoded tile by tile, go through one BLAS sgemm for all of the queries instead of
 // one pass per query; PQ shares the codes' cache lines. A single query uses the fused SIMD
@@ -28,17 +35,26 @@ class PreparedQueries {
   const IvfModel& model() const { return model_; }
   const float* query(size_t q) const { return queries_ + q * model_.dim; }
   float query_norm_sq(size_t q) const { return norms_[q]; }
+  // Query q's routing key of `partition`: |q - c|^2 (L2) or -<q, c> (IP, cosine).
+  float CoarseKey(size_t q, uint32_t partition) const;
+  // Residual models: the factor f applied to <q, r^> (-2 for L2, -1 for IP).
+  float residual_factor() const { return IsSimilarity(model_.metric) ? -1.0f : -2.0f; }
 
  private:
-  friend void ScorePartition(const PreparedQueries&, const uint32_t*, size_t, const uint8_t*,
-                             size_t, float*, struct PartitionScratch*);
+  friend void ScorePartition(const PreparedQueries&, const uint32_t*, const float*, size_t,
+                             const uint8_t*, size_t, float*, struct PartitionScratch*);
+  void PrepareSq8();
+  void PreparePq();
+
   const IvfModel& model_;
   const float* queries_;
+  const size_t nq_;
   std::vector<float> norms_;  // |q|^2
   std::vector<float> sq_offset_, sq_scale_;
-  std::vector<float> sq_query_;   // per query: L2 -> q - offset; IP -> q * scale
-  std::vector<float> sq_const_;   // IP: q . offset
-  std::vector<float> pq_tables_;  // per query: m * 256
+  // per query: raw L2 -> q - offset; raw IP -> q * scale; residual -> f * q * scale
+  std::vector<float> sq_query_;
+  std::vector<float> sq_const_;   // raw IP: q . offset; residual: f * q . offset
+  std::vector<float> pq_tables_;  // per query: m * 256 (raw: L2 or IP; residual: f * IP)
 };
 
 // Buffers reused across the partitions one task scans.
@@ -47,9 +63,12 @@ struct PartitionScratch {
 };
 
 // keys[j * n + i] = the key (core/base/metric.h: smaller is nearer) of row i for query
-// query_ids[j]. `codes` holds n codes of model.CodeSize() bytes.
-void ScorePartition(const PreparedQueries& prepared, const uint32_t* query_ids, size_t nq,
-                    const uint8_t* codes, size_t n, float* keys, PartitionScratch* scratch);
+// query_ids[j]. `codes` holds n rows of model.CodeSize() bytes. coarse_keys[j] is query
+// query_ids[j]'s CoarseKey of this partition; REQUIRES: non-null for a residual model (other
+// models ignore it).
+void ScorePartition(const PreparedQueries& prepared, const uint32_t* query_ids,
+                    const float* coarse_keys, size_t nq, const uint8_t* codes, size_t n,
+                    float* keys, PartitionScratch* scratch);
 
 // Queries on one partition from which the blocked (sgemm) path pays off.
 inline constexpr size_t kMinQueriesForGemm = 8;

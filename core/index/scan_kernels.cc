@@ -2,6 +2,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -147,8 +150,18 @@ void Sq8L2ManyAt(SimdLevel level, const float* a, const float* scale, const uint
 
 void Sq8DotManyAt(SimdLevel level, const float* w, const uint8_t* codes, size_t n, size_t dim,
                   float* out) {
+  Sq8DotManyStridedAt(level, w, codes, dim, n, dim, out);
+}
+
+void Sq8DotManyStridedAt(SimdLevel level, const float* w, const uint8_t* codes, size_t stride,
+                         size_t n, size_t dim, float* out) {
   const Sq8DotFn fn = Sq8DotFor(level);
-  for (size_t i = 0; i < n; ++i) out[i] = fn(w, codes + i * dim, dim);
+  for (size_t i = 0; i < n; ++i) out[i] = fn(w, codes + i * stride, dim);
+}
+
+void Sq8DotManyStrided(const float* w, const uint8_t* codes, size_t stride, size_t n, size_t dim,
+                       float* out) {
+  Sq8DotManyStridedAt(ActiveSimdLevel(), w, codes, stride, n, dim, out);
 }
 
 void Sq8L2Many(const float* a, const float* scale, const uint8_t* codes, size_t n, size_t dim,
@@ -161,24 +174,25 @@ void Sq8DotMany(const float* w, const uint8_t* codes, size_t n, size_t dim, floa
 }
 
 void Sq8Decode(const float* offset, const float* scale, const uint8_t* codes, size_t n, size_t dim,
-               float* out) {
+               float* out, size_t stride) {
   // The compiler vectorises this loop well enough: decoding is amortised over every query of
   // a batch, unlike the fused kernels above.
   for (size_t i = 0; i < n; ++i) {
-    const uint8_t* c = codes + i * dim;
+    const uint8_t* c = codes + i * stride;
     float* x = out + i * dim;
     for (size_t d = 0; d < dim; ++d) x[d] = offset[d] + float(c[d]) * scale[d];
   }
 }
 
-void PqScan(const float* tables, size_t m, const uint8_t* codes, size_t n, float* out) {
+void PqScan(const float* tables, size_t m, const uint8_t* codes, size_t stride, size_t n,
+            float* out) {
   size_t i = 0;
   // Four rows at a time: independent sums keep several table loads in flight.
   for (; i + 4 <= n; i += 4) {
-    const uint8_t* c0 = codes + i * m;
-    const uint8_t* c1 = c0 + m;
-    const uint8_t* c2 = c1 + m;
-    const uint8_t* c3 = c2 + m;
+    const uint8_t* c0 = codes + i * stride;
+    const uint8_t* c1 = c0 + stride;
+    const uint8_t* c2 = c1 + stride;
+    const uint8_t* c3 = c2 + stride;
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (size_t j = 0; j < m; ++j) {
       const float* t = tables + j * 256;
@@ -193,10 +207,19 @@ void PqScan(const float* tables, size_t m, const uint8_t* codes, size_t n, float
     out[i + 3] = s3;
   }
   for (; i < n; ++i) {
-    const uint8_t* c = codes + i * m;
+    const uint8_t* c = codes + i * stride;
     float s = 0;
     for (size_t j = 0; j < m; ++j) s += tables[j * 256 + c[j]];
     out[i] = s;
+  }
+}
+
+void AddResidualTerms(const uint8_t* codes, size_t stride, size_t term_offset, size_t n, float bias,
+                      float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    float term;
+    std::memcpy(&term, codes + i * stride + term_offset, sizeof term);
+    out[i] = std::max(0.0f, out[i] + bias + term);
   }
 }
 

@@ -218,7 +218,7 @@ absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfMode
   SHOAL_ASSIGN_OR_RETURN(auto assign_in,
                          fs_->NewRandomAccessFile(JoinPath(tmp_dir_, "assign.tmp")));
   std::vector<uint32_t> assign;
-  std::vector<uint32_t> selected;
+  std::vector<uint32_t> selected, partitions;
   std::vector<float> vectors;
   std::vector<uint8_t> codes;
   // An exact model slices rows in order, so the group's rows are one contiguous run of the
@@ -237,15 +237,17 @@ absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfMode
         if (selected.empty()) return absl::OkStatus();
         const size_t m = selected.size();
         vectors.resize(m * dim_);
+        partitions.resize(m);
         for (size_t j = 0; j < m; ++j) {
           std::memcpy(vectors.data() + j * dim_, v + size_t(selected[j]) * dim_, row_bytes);
+          partitions[j] = assign[selected[j]];
         }
         codes.resize(m * code_size);
         const size_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
         SHOAL_RETURN_IF_ERROR(core::ParallelFor(cpu, tasks, [&](size_t t) {
           const size_t begin = t * kRowsPerTask, count = std::min(kRowsPerTask, m - begin);
           return core::EncodeVectors(model, vectors.data() + begin * dim_, count,
-                                     codes.data() + begin * code_size);
+                                     partitions.data() + begin, codes.data() + begin * code_size);
         }));
         for (size_t j = 0; j < m; ++j) {
           const uint32_t p = assign[selected[j]];

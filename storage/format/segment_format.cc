@@ -36,7 +36,7 @@ std::string EncodeIvfMeta(const IvfMeta& meta) {
   PutVarint64(&out, m.dim);
   out.push_back(char(m.metric));
   out.push_back(char(m.encoding));
-  out.push_back(char(m.exact ? kIvfMetaFlagExact : 0));
+  out.push_back(char((m.exact ? kIvfMetaFlagExact : 0) | (m.residual ? kIvfMetaFlagResidual : 0)));
   PutVarint64(&out, meta.nlist());
   PutVarint64(&out, meta.num_vectors);
   PutFloatVector(&out, m.centroids);
@@ -70,10 +70,12 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
   Decoder in(body.substr(kIvfMetaMagic.size()));
   uint32_t version = 0;
   in.GetFixed32(&version);
-  if (version != 1 && version != kIvfMetaVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("ivf.meta: format version ", version, " is not supported"));
+  if (version < 1 || version > kIvfMetaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ivf.meta: format version ", version, " is not supported (this build reads 1 to ",
+        kIvfMetaVersion, "); a newer shoald wrote it"));
   }
+  const uint8_t known_flags = kIvfMetaFlagExact | (version >= 3 ? kIvfMetaFlagResidual : 0);
   IvfMeta meta;
   core::IvfModel& m = meta.model;
   uint64_t dim = 0, nlist = 0, num = 0;
@@ -83,11 +85,13 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
     return Corrupt("truncated header");
   }
   if (dim == 0 || dim > 65536 || metric < 1 || metric > 3 || encoding < 1 || encoding > 3 ||
-      nlist == 0 || nlist > (1u << 20) || (flags & ~kIvfMetaFlagExact) != 0 ||
-      ((flags & kIvfMetaFlagExact) && encoding != uint8_t(VectorEncoding::kFlat))) {
+      nlist == 0 || nlist > (1u << 20) || (flags & ~known_flags) != 0 ||
+      ((flags & kIvfMetaFlagExact) && encoding != uint8_t(VectorEncoding::kFlat)) ||
+      ((flags & kIvfMetaFlagResidual) && encoding == uint8_t(VectorEncoding::kFlat))) {
     return Corrupt("bad header values");
   }
   m.exact = (flags & kIvfMetaFlagExact) != 0;
+  m.residual = (flags & kIvfMetaFlagResidual) != 0;
   m.dim = uint32_t(dim);
   m.metric = core::Metric(metric);
   m.encoding = core::VectorEncoding(encoding);

@@ -2,7 +2,7 @@
 // query and to find, verify and decode each partition of seg-<id>/lists.dat.
 //
 //   "SHOALIVF" fixed32 version
-//   varint dim, uint8 metric, uint8 encoding, [v2: uint8 flags], varint nlist, varint num_vectors
+//   varint dim, uint8 metric, uint8 encoding, [v2+: uint8 flags], varint nlist, varint num_vectors
 //   floats centroids[nlist * dim]
 //   encoding params: SQ8 -> floats vmin[dim], vdiff[dim];
 //                    PQ  -> varint m, varint nbits, floats codebooks[m * 2^nbits * dim/m]
@@ -10,12 +10,17 @@
 //   fixed32 masked crc of everything before it
 //
 // lists.dat holds the partitions back to back, each starting at a 4 KiB-aligned offset (for
-// O_DIRECT): `count` fixed64 ids, then `count` codes of CodeSize() bytes. (DESIGN.md has codes
+// O_DIRECT): `count` fixed64 ids, then `count` rows of CodeSize() bytes. (DESIGN.md has codes
 // first; ids first keeps them 8-byte aligned in the read buffer whatever the code size.)
 // raw.dat (SQ8/PQ only) holds the float32 vectors in the same partition and row order.
 //
-// Version 2 adds the flags byte (bit 0: an exact segment, IvfModel::exact). Version 1 files
-// (no flags: IVF) are still read; new files are written as version 2.
+// Version 2 adds the flags byte (bit 0: an exact segment, IvfModel::exact). Version 3 adds
+// flag bit 1: residual SQ8/PQ codes (IvfModel::residual, core/index/ivf_model.h), whose rows in
+// an L2 segment are the quantizer code then a float32 term (CodeSize() = code + 4 bytes).
+// Version 1 and 2 files (no residual bit: raw-vector codes) are still read and scored the old
+// way; flushes and merges keep their model. New files are written as version 3, with the bit
+// clear when the model is an old raw one: v3 without the bit is byte for byte v2 but for the
+// version number.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -31,8 +36,9 @@
 namespace shoal::storage {
 
 inline constexpr std::string_view kIvfMetaMagic = "SHOALIVF";
-inline constexpr uint32_t kIvfMetaVersion = 2;
+inline constexpr uint32_t kIvfMetaVersion = 3;
 inline constexpr uint8_t kIvfMetaFlagExact = 1;
+inline constexpr uint8_t kIvfMetaFlagResidual = 2;  // version >= 3
 
 using core::VectorEncoding;
 

@@ -37,8 +37,8 @@ struct InMemorySegment {
     if (!core::AssignToCentroids(*model, vectors, n, assign.data()).ok()) std::abort();
     std::vector<uint8_t> code(cs);
     for (size_t i = 0; i < n; ++i) {
-      if (!core::EncodeVectors(*model, vectors + i * dim, 1, code.data()).ok()) std::abort();
       const uint32_t p = assign[i];
+      if (!core::EncodeVectors(*model, vectors + i * dim, 1, &p, code.data()).ok()) std::abort();
       codes[p].insert(codes[p].end(), code.begin(), code.end());
       ids[p].push_back(row_ids[i]);
       raw[p].insert(raw[p].end(), vectors + i * dim, vectors + (i + 1) * dim);

@@ -116,3 +116,82 @@ TEST(SegmentFormat, VersionOneFilesWithoutFlagsAreStillRead) {
 
 }  // namespace
 }  // namespace shoal::storage
+
+namespace shoal::storage {
+namespace {
+
+// The version field and the CRC of an encoded ivf.meta rewritten, as an older writer made it.
+std::string WithVersion(std::string bytes, uint32_t version) {
+  bytes.resize(bytes.size() - 4);
+  std::string v;
+  PutFixed32(&v, version);
+  bytes.replace(kIvfMetaMagic.size(), 4, v);
+  PutFixed32(&bytes, MaskCrc(Crc32c(bytes)));
+  return bytes;
+}
+
+IvfMeta ResidualL2Meta(VectorEncoding encoding) {
+  IvfMeta m = Meta(encoding);
+  m.model.metric = core::Metric::kL2;
+  m.model.residual = true;
+  for (PartitionExtent& p : m.partitions) p.length = p.count * (m.model.CodeSize() + 8);
+  uint64_t offset = 0;
+  for (PartitionExtent& p : m.partitions) {
+    p.offset = offset;
+    offset += (p.length + 4095) / 4096 * 4096;
+  }
+  return m;
+}
+
+TEST(SegmentFormat, ResidualModelsAreWrittenAsVersionThreeWithATermPerRow) {
+  for (VectorEncoding e : {VectorEncoding::kSq8, VectorEncoding::kPq}) {
+    const IvfMeta m = ResidualL2Meta(e);
+    EXPECT_EQ(m.model.CodeSize(), m.model.QuantizerCodeSize() + 4);
+    const std::string bytes = EncodeIvfMeta(m);
+    EXPECT_EQ(DecodeFixed32(bytes.data() + kIvfMetaMagic.size()), 3u);
+    auto back = DecodeIvfMeta(bytes);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(back->model.residual);
+    EXPECT_EQ(back->model.CodeSize(), m.model.CodeSize());
+    // Inner product needs no per-row term.
+    IvfMeta ip = Meta(e);
+    ip.model.residual = true;
+    auto ip_back = DecodeIvfMeta(EncodeIvfMeta(ip));
+    ASSERT_TRUE(ip_back.ok()) << ip_back.status();
+    EXPECT_TRUE(ip_back->model.residual);
+    EXPECT_EQ(ip_back->model.CodeSize(), ip.model.QuantizerCodeSize());
+  }
+}
+
+// A version 2 file (what shoald wrote before residual codes) is the version 3 encoding of a raw
+// model with the version field 2: it is read as raw codes, scored the old way.
+TEST(SegmentFormat, VersionTwoFilesAreReadAsRawCodes) {
+  for (VectorEncoding e : {VectorEncoding::kSq8, VectorEncoding::kPq}) {
+    const IvfMeta m = Meta(e);
+    ASSERT_FALSE(m.model.residual);
+    auto back = DecodeIvfMeta(WithVersion(EncodeIvfMeta(m), 2));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_FALSE(back->model.residual);
+    EXPECT_EQ(back->model.CodeSize(), m.model.CodeSize());
+  }
+  // Version 2 had no residual bit: a file claiming it is corrupt.
+  EXPECT_EQ(DecodeIvfMeta(WithVersion(EncodeIvfMeta(ResidualL2Meta(VectorEncoding::kPq)), 2))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(SegmentFormat, OnlySq8AndPqCodesMayBeResidual) {
+  IvfMeta flat = Meta(VectorEncoding::kFlat);
+  flat.model.residual = true;
+  EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(flat)).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(SegmentFormat, AFutureVersionIsRefusedNamingTheVersion) {
+  const auto s = DecodeIvfMeta(WithVersion(EncodeIvfMeta(Meta(VectorEncoding::kPq)), 4)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("version 4"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace shoal::storage

@@ -88,7 +88,7 @@ TEST(IvfModel, EncodingWithAModelFaissRefusesAnswersInternal) {
   bad.pq_m = 3;
   bad.pq_nbits = 8;
   std::vector<uint8_t> codes(64);
-  const absl::Status s = EncodeVectors(bad, x.data(), 4, codes.data());
+  const absl::Status s = EncodeVectors(bad, x.data(), 4, nullptr, codes.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
   EXPECT_NE(s.message().find("encoding vectors"), std::string::npos) << s;
 }
@@ -124,10 +124,11 @@ TEST(ScanKernels, Sq8MatchesFaissDecodeAtEveryLevel) {
   IvfTrainOptions o;
   o.nlist = 2;
   o.encoding = VectorEncoding::kSq8;
+  o.residual = false;  // the kernels on raw codes (pre-v3 segments)
   auto model = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
   ASSERT_TRUE(model.ok());
   std::vector<uint8_t> codes(n * dim);
-  ASSERT_TRUE(EncodeVectors(*model, x.data(), n, codes.data()).ok());
+  ASSERT_TRUE(EncodeVectors(*model, x.data(), n, nullptr, codes.data()).ok());
   faiss::ScalarQuantizer sq(dim, faiss::ScalarQuantizer::QT_8bit);
   sq.trained = model->sq_vmin;
   sq.trained.insert(sq.trained.end(), model->sq_vdiff.begin(), model->sq_vdiff.end());
@@ -166,11 +167,12 @@ TEST(ScanKernels, PqScanMatchesFaissDistanceTables) {
   o.nlist = 4;
   o.encoding = VectorEncoding::kPq;
   o.pq_m = m;
+  o.residual = false;  // the kernel on raw codes (pre-v3 segments)
   auto model = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
   ASSERT_TRUE(model.ok());
   ASSERT_EQ(model->CodeSize(), m);
   std::vector<uint8_t> codes(n * m);
-  ASSERT_TRUE(EncodeVectors(*model, x.data(), n, codes.data()).ok());
+  ASSERT_TRUE(EncodeVectors(*model, x.data(), n, nullptr, codes.data()).ok());
   faiss::ProductQuantizer pq(dim, m, 8);
   pq.centroids = model->pq_codebooks;
   const auto q = Gaussian(1, dim, 6);
@@ -185,31 +187,38 @@ TEST(ScanKernels, PqScanMatchesFaissDistanceTables) {
   }
 }
 
-// The blocked (sgemm) path and the per-query kernels give the same keys.
+// The blocked (sgemm) path and the per-query kernels give the same keys, for raw and residual
+// codes (all rows scored as if in partition 0, which only shifts the residual keys).
 TEST(PartitionScan, GemmPathMatchesPerQueryKernels) {
   const size_t n = 300, dim = 24, nq = 12;
   const auto x = Gaussian(n, dim, 7);
   const auto queries = Gaussian(nq, dim, 8);
   for (VectorEncoding encoding : {VectorEncoding::kFlat, VectorEncoding::kSq8}) {
-    for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
-      IvfTrainOptions o;
-      o.nlist = 2;
-      o.encoding = encoding;
-      auto model = TrainIvfModel(x.data(), n, dim, metric, o);
-      ASSERT_TRUE(model.ok());
-      std::vector<uint8_t> codes(n * model->CodeSize());
-      ASSERT_TRUE(EncodeVectors(*model, x.data(), n, codes.data()).ok());
-      PreparedQueries prepared(*model, queries.data(), nq);
-      std::vector<uint32_t> ids(nq);
-      for (uint32_t i = 0; i < nq; ++i) ids[i] = i;
-      PartitionScratch scratch;
-      std::vector<float> blocked(nq * n), single(n);
-      ScorePartition(prepared, ids.data(), nq, codes.data(), n, blocked.data(), &scratch);
-      for (uint32_t q = 0; q < nq; ++q) {
-        ScorePartition(prepared, &q, 1, codes.data(), n, single.data(), &scratch);
-        for (size_t i = 0; i < n; ++i) {
-          ASSERT_NEAR(blocked[q * n + i], single[i], 1e-3 * (1 + std::abs(single[i])))
-              << int(encoding) << " " << int(metric);
+    for (bool residual : {false, true}) {
+      for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
+        IvfTrainOptions o;
+        o.nlist = 2;
+        o.encoding = encoding;
+        o.residual = residual;
+        auto model = TrainIvfModel(x.data(), n, dim, metric, o);
+        ASSERT_TRUE(model.ok());
+        std::vector<uint8_t> codes(n * model->CodeSize());
+        const std::vector<uint32_t> partitions(n, 0);
+        ASSERT_TRUE(EncodeVectors(*model, x.data(), n, partitions.data(), codes.data()).ok());
+        PreparedQueries prepared(*model, queries.data(), nq);
+        std::vector<uint32_t> ids(nq);
+        std::vector<float> coarse(nq);
+        for (uint32_t i = 0; i < nq; ++i) ids[i] = i, coarse[i] = prepared.CoarseKey(i, 0);
+        PartitionScratch scratch;
+        std::vector<float> blocked(nq * n), single(n);
+        ScorePartition(prepared, ids.data(), coarse.data(), nq, codes.data(), n, blocked.data(),
+                       &scratch);
+        for (uint32_t q = 0; q < nq; ++q) {
+          ScorePartition(prepared, &q, &coarse[q], 1, codes.data(), n, single.data(), &scratch);
+          for (size_t i = 0; i < n; ++i) {
+            ASSERT_NEAR(blocked[q * n + i], single[i], 1e-3 * (1 + std::abs(single[i])))
+                << int(encoding) << " " << residual << " " << int(metric);
+          }
         }
       }
     }
