@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/index/distance.h"
+#include "core/index/fastscan_model.h"
 #include "core/index/scan_kernels.h"
 
 namespace shoal::core {
@@ -38,7 +39,11 @@ void GemmKeys(Metric metric, const float* queries, const float* query_norms, siz
 size_t PreparedQueries::BytesPerQuery(const IvfModel& model) {
   size_t floats = 1;  // |q|^2
   if (model.encoding == VectorEncoding::kSq8) floats += model.dim + 1;
-  if (model.encoding == VectorEncoding::kPq) floats += size_t(model.pq_m) * 256;
+  if (model.encoding == VectorEncoding::kPq) {
+    floats += size_t(model.pq_m) << model.pq_nbits;
+    // Fast-scan: the uint8 tables, each 16 entries twice, in groups of 4 (FastScanLut).
+    if (IsFastScan(model)) floats += (size_t(model.pq_m) + 3) / 4 * 32 + 4;
+  }
   return floats * sizeof(float);
 }
 
@@ -79,22 +84,28 @@ void PreparedQueries::PrepareSq8() {
 }
 
 void PreparedQueries::PreparePq() {
-  const size_t m = model_.pq_m, dsub = model_.dim / m;
+  const size_t m = model_.pq_m, dsub = model_.dim / m, ksub = size_t(1) << model_.pq_nbits;
   const bool ip = IsSimilarity(model_.metric) || model_.residual;
-  pq_tables_.resize(nq_ * m * 256);
+  pq_tables_.resize(nq_ * m * ksub);
   for (size_t q = 0; q < nq_; ++q) {
     for (size_t j = 0; j < m; ++j) {
       const float* sub = query(q) + j * dsub;
-      const float* book = model_.pq_codebooks.data() + j * 256 * dsub;
-      float* table = pq_tables_.data() + (q * m + j) * 256;
+      const float* book = model_.pq_codebooks.data() + j * ksub * dsub;
+      float* table = pq_tables_.data() + (q * m + j) * ksub;
       if (ip) {
-        InnerProductMany(sub, book, 256, dsub, table);
+        InnerProductMany(sub, book, ksub, dsub, table);
       } else {
-        L2SqrMany(sub, book, 256, dsub, table);
+        L2SqrMany(sub, book, ksub, dsub, table);
       }
       if (model_.residual) {
-        for (size_t k = 0; k < 256; ++k) table[k] *= residual_factor();
+        for (size_t k = 0; k < ksub; ++k) table[k] *= residual_factor();
       }
+    }
+  }
+  if (IsFastScan(model_)) {
+    fastscan_luts_.resize(nq_);
+    for (size_t q = 0; q < nq_; ++q) {
+      fastscan_luts_[q].Build(pq_tables_.data() + q * m * ksub, m, 0.0f);
     }
   }
 }
@@ -155,6 +166,13 @@ void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, const f
   const size_t dim = model.dim;
   const bool similarity = IsSimilarity(model.metric);
   const bool residual = model.residual && model.encoding != VectorEncoding::kFlat;
+  if (IsFastScan(model)) {
+    std::vector<const FastScanLut*> luts(nq);
+    for (size_t j = 0; j < nq; ++j) luts[j] = &p.fastscan_luts_[query_ids[j]];
+    ScoreFastScanPartition(model, luts.data(), model.residual ? coarse_keys : nullptr, nq, codes, n,
+                           keys);
+    return;
+  }
   const bool gemm = nq >= kMinQueriesForGemm;
   if (gemm && model.encoding != VectorEncoding::kPq) {
     // Gather the queries (and their norms) contiguously for sgemm.

@@ -144,15 +144,12 @@ absl::StatusOr<std::unique_ptr<SegmentBuilder>> Collection::GatherRows(const Rea
 absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const SegmentBuilder& rows) {
   const size_t n = rows.rows();
   const core::IndexSpec index = manifest()->index;
-  if (index.pq_bits == 4) {
-    // The fast-scan kernels (core/index/fastscan.h) are not yet wired into segments.
-    return absl::UnimplementedError("index.pq_bits 4: fast-scan PQ segments are not built yet");
-  }
   core::IvfTrainOptions options;
   options.nlist = index.nlist ? index.nlist : core::DefaultNlist(n);
   options.nlist = uint32_t(std::min<size_t>(options.nlist, n));
   options.encoding = EncodingFor(index.type);
   options.pq_m = index.pq_m;
+  options.pq_nbits = index.pq_bits == 4 ? 4 : 8;
   // A deterministic sample of at most 256 vectors per centroid (and what half the build's
   // memory budget holds).
   SHOAL_ASSIGN_OR_RETURN(
