@@ -389,12 +389,38 @@ void FastScanRegion(const FastScanLut* const* luts, size_t nq, const uint8_t* re
 
 void FastScanRegionKeys(const FastScanLut* const* luts, size_t nq, const uint8_t* region, size_t n,
                         size_t term_bytes, float* keys) {
-  std::vector<float> thresholds(nq, std::numeric_limits<float>::infinity());
-  FastScanRegion(luts, nq, region, n, term_bytes, thresholds.data(),
-                 [&](size_t q, uint32_t row, float key) {
-                   keys[q * n + row] = key;
-                   return std::numeric_limits<float>::infinity();
-                 });
+  if (nq == 0 || n == 0) return;
+  const BlockKernel kernel = KernelAt(FastScanSimdLevel());
+  const size_t m = luts[0]->m(), block_bytes = FastScanBlockBytes(m), full = n / kRows;
+  const uint8_t* terms = term_bytes ? region + n * m / 2 : nullptr;
+  std::vector<uint8_t> tail_block;
+  if (full * kRows < n) {
+    tail_block.resize(block_bytes);
+    PackFastScanCodes(region + full * block_bytes, n - full * kRows, m, tail_block.data());
+  }
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float inf[kFastScanQueriesPerPass] = {kInf, kInf, kInf, kInf};
+  alignas(64) float block_keys[kFastScanQueriesPerPass * kRows];
+  alignas(64) float block_terms[kRows];
+  uint32_t masks[kFastScanQueriesPerPass];
+  // Blocks outside, query groups inside: a block's codes stay in L1 across every query.
+  for (size_t b = 0; b * kRows < n; ++b) {
+    const size_t rows = std::min(kRows, n - b * kRows);
+    const float* t = nullptr;
+    if (terms != nullptr) {
+      std::memcpy(block_terms, terms + b * kRows * sizeof(float), rows * sizeof(float));
+      std::fill(block_terms + rows, block_terms + kRows, 0.0f);
+      t = block_terms;
+    }
+    const uint8_t* block = b < full ? region + b * block_bytes : tail_block.data();
+    for (size_t q0 = 0; q0 < nq; q0 += kFastScanQueriesPerPass) {
+      const size_t group = std::min(kFastScanQueriesPerPass, nq - q0);
+      kernel(luts + q0, group, block, t, inf, block_keys, masks);
+      for (size_t q = 0; q < group; ++q) {
+        std::memcpy(keys + (q0 + q) * n + b * kRows, block_keys + q * kRows, rows * sizeof(float));
+      }
+    }
+  }
 }
 
 }  // namespace shoal::core
