@@ -22,7 +22,7 @@ namespace shoal::core {
 
 // Refine factor a 4-bit PQ search uses when the request asks for none (0): the fast-scan
 // estimates only shortlist, the exact re-rank from raw vectors decides (docs/NOTES.md).
-inline constexpr uint32_t kDefaultFastScanRefine = 16;
+inline constexpr uint32_t kDefaultFastScanRefine = 10;
 
 inline bool IsFastScan(const IvfModel& model) {
   return model.encoding == VectorEncoding::kPq && model.pq_nbits == 4;
