@@ -10,10 +10,11 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
 #include "core/index/ivf_model.h"
 #include "core/index/ivf_search.h"
@@ -100,7 +101,7 @@ class FakePartitionSource final : public core::PartitionSource {
   size_t ReleaseSome(size_t n, std::mt19937& rng) {
     std::vector<std::function<void()>> picked;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       while (!held_.empty() && picked.size() < n) {
         const size_t i = std::uniform_int_distribution<size_t>(0, held_.size() - 1)(rng);
         picked.push_back(std::move(held_[i]));
@@ -112,7 +113,7 @@ class FakePartitionSource final : public core::PartitionSource {
   }
 
   size_t held() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return held_.size();
   }
   int live_pins() const { return live_pins_.load(); }
@@ -127,7 +128,7 @@ class FakePartitionSource final : public core::PartitionSource {
         (*shared)();
         return;
       case Mode::kHeld: {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         held_.push_back([shared] { (*shared)(); });
         return;
       }
@@ -140,8 +141,8 @@ class FakePartitionSource final : public core::PartitionSource {
   const std::shared_ptr<const InMemorySegment> segment_;
   const Mode mode_;
   core::Executor* const executor_;
-  mutable std::mutex mu_;
-  std::deque<std::function<void()>> held_;
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_pins_{0};
   std::atomic<uint64_t> fetches_{0};
 };

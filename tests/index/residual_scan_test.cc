@@ -223,6 +223,7 @@ double OwnPartitionRecall(const std::vector<float>& x, size_t n, size_t dim,
   o.nlist = 64;  // four per cluster: k-means leaves no cluster sharing a centroid
   o.encoding = encoding;
   o.pq_m = dim / 4;
+  o.kmeans_iterations = 4;  // plenty here; keeps the test fast
   o.residual = residual;
   auto model = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
   if (!model.ok()) return -1;
@@ -261,7 +262,7 @@ double OwnPartitionRecall(const std::vector<float>& x, size_t n, size_t dim,
 }
 
 TEST(PartitionScan, ResidualCodesRankRowsOfATightClusterThatRawCodesCannot) {
-  const size_t n = 8000, dim = 32, nq = 40;
+  const size_t n = 4000, dim = 32, nq = 40;
   // Clusters spread over [-1, 1], each 0.05 wide: raw codes spend their precision on the
   // spread between clusters.
   auto x = Clustered(n + nq, dim, 16, 1.0f, 0.05f, 5);
@@ -272,7 +273,7 @@ TEST(PartitionScan, ResidualCodesRankRowsOfATightClusterThatRawCodesCannot) {
     const double residual = OwnPartitionRecall(x, n, dim, queries, nq, encoding, true);
     std::printf("encoding %d: recall@10 in the own partition raw %.3f residual %.3f\n",
                 int(encoding), raw, residual);
-    // Measured (seeded, deterministic): SQ8 0.94 -> 0.98, PQ 0.47 -> 0.73.
+    // Measured (seeded, deterministic): SQ8 0.95 -> 0.99, PQ 0.59 -> 0.79.
     EXPECT_GT(residual, raw + (encoding == VectorEncoding::kSq8 ? 0.03 : 0.15)) << int(encoding);
   }
 }
