@@ -90,13 +90,18 @@ std::optional<IndexType> ParseIndexType(const std::string& name) {
 absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spec, const Options& o,
                                                    uint32_t nlist, uint32_t pq_m) {
   const size_t colon = spec.find(':');
-  const std::optional<IndexType> index =
-      colon == std::string::npos ? std::nullopt : ParseIndexType(spec.substr(colon + 1));
+  // "shoal:ivf_pq4" and "faiss:ivf_pqfs": IVF_PQ with 4-bit fast-scan codes.
+  const bool four_bit = spec == "shoal:ivf_pq4" || spec == "faiss:ivf_pqfs";
+  const std::optional<IndexType> index = four_bit ? std::optional(IndexType::kIvfPq)
+                                         : colon == std::string::npos
+                                             ? std::nullopt
+                                             : ParseIndexType(spec.substr(colon + 1));
   if (spec.starts_with("shoal:") && index) {
     const bool quantized = *index == IndexType::kIvfSq8 || *index == IndexType::kIvfPq;
     return std::make_unique<ShoalTarget>(ShoalParams{.index = *index,
                                                      .nlist = nlist,
                                                      .pq_m = pq_m,
+                                                     .pq_bits = four_bit ? 4u : 0u,
                                                      .refine_factor = quantized ? o.refine : 0,
                                                      .shoald_binary = o.shoald,
                                                      .data_root = o.data_root,
@@ -110,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spec, cons
                                                      .nlist = nlist,
                                                      .pq_m = pq_m,
                                                      .refine_factor = o.refine,
+                                                     .fast_scan = four_bit,
                                                      .build_threads = o.cpu_threads});
   }
   if (spec == "hnsw") {
@@ -119,8 +125,8 @@ absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spec, cons
                                                    .cache_dir = o.cache_dir});
   }
   return absl::InvalidArgumentError("unknown target " + spec +
-                                    " (shoal:{flat,ivf_flat,ivf_sq8,ivf_pq}, "
-                                    "faiss:{flat,ivf_flat,ivf_sq8,ivf_pq}, hnsw)");
+                                    " (shoal:{flat,ivf_flat,ivf_sq8,ivf_pq,ivf_pq4}, "
+                                    "faiss:{flat,ivf_flat,ivf_sq8,ivf_pq,ivf_pqfs}, hnsw)");
 }
 
 // One progress line on a terminal (rewritten in place), nothing in a log.

@@ -166,6 +166,7 @@ absl::Status Client::CreateCollection(const CollectionSpec& spec) {
   index->set_nlist(spec.index.nlist);
   index->set_pq_m(spec.index.pq_m);
   index->set_default_nprobe(spec.index.default_nprobe);
+  index->set_pq_bits(spec.index.pq_bits);
   v1::CreateCollectionResponse resp;
   return impl_->Call(Idempotency::kNotIdempotent, [&](grpc::ClientContext* ctx) {
     return impl_->stub->CreateCollection(ctx, req, &resp);

@@ -50,6 +50,7 @@ struct IndexSpec {
   uint32_t nlist = 0;
   uint32_t pq_m = 0;
   uint32_t default_nprobe = 0;
+  uint32_t pq_bits = 0;  // IVF_PQ: 0 or 8 = 8-bit codes; 4 = fast-scan (pq_m even)
 };
 
 struct CollectionSpec {

@@ -99,7 +99,7 @@ CollectionInfo FromProto(const v1::CollectionInfo& in) {
   out.dim = in.dim();
   out.metric = FromProto(in.metric());
   out.index = {FromProto(in.index().type()), in.index().nlist(), in.index().pq_m(),
-               in.index().default_nprobe()};
+               in.index().default_nprobe(), in.index().pq_bits()};
   out.num_vectors = in.num_vectors();
   out.num_indexed = in.num_indexed();
   out.num_segments = in.num_segments();

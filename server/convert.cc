@@ -47,6 +47,7 @@ core::IndexSpec FromProto(const v1::IndexSpec& spec) {
   }
   out.nlist = spec.nlist();
   out.pq_m = spec.pq_m();
+  out.pq_bits = spec.pq_bits();
   out.default_nprobe = spec.default_nprobe();
   return out;
 }
@@ -56,6 +57,7 @@ v1::IndexSpec ToProto(const core::IndexSpec& spec) {
   out.set_type(static_cast<v1::IndexType>(static_cast<int>(spec.type)));
   out.set_nlist(spec.nlist);
   out.set_pq_m(spec.pq_m);
+  out.set_pq_bits(spec.pq_bits);
   out.set_default_nprobe(spec.default_nprobe);
   return out;
 }

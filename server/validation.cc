@@ -55,8 +55,16 @@ absl::Status ValidateCreate(const v1::CreateCollectionRequest& req) {
     if (index.pq_m() == 0 || req.dim() % index.pq_m() != 0) {
       return Invalid(absl::StrCat("index.pq_m: must be > 0 and divide dim ", req.dim()));
     }
+    if (index.pq_bits() != 0 && index.pq_bits() != 4 && index.pq_bits() != 8) {
+      return Invalid(absl::StrCat("index.pq_bits: must be 0, 4 or 8, got ", index.pq_bits()));
+    }
+    if (index.pq_bits() == 4 && index.pq_m() % 2 != 0) {
+      return Invalid(absl::StrCat("index.pq_m: must be even for pq_bits 4, got ", index.pq_m()));
+    }
   } else if (index.pq_m() != 0) {
     return Invalid("index.pq_m: only valid for INDEX_IVF_PQ");
+  } else if (index.pq_bits() != 0) {
+    return Invalid("index.pq_bits: only valid for INDEX_IVF_PQ");
   }
   return absl::OkStatus();
 }

@@ -42,7 +42,8 @@ STATUS = {
     "CreateCollection": [
         _NAME + ", a dim outside 1..65536, METRIC_UNSPECIFIED, an unknown index type, nlist or "
         "default_nprobe over 65536, pq_m that is 0 or does not divide dim (IVF_PQ) or is set "
-        "for another index type",
+        "for another index type, pq_bits other than 0, 4 or 8 or set for another index type, an "
+        "odd pq_m with pq_bits 4",
         "`ALREADY_EXISTS` when the name is taken (a broken collection of that name included)",
         "`UNAVAILABLE` while a collection of the same name is still being dropped"],
     "DropCollection": [_NAME, "`NOT_FOUND` for a collection that does not exist"],
@@ -96,7 +97,7 @@ IDEMPOTENT = {"ListCollections", "DescribeCollection", "Upsert", "UpsertStream",
               "Search", "Flush"}
 PYTHON = {
     "CreateCollection": "create_collection(name, dim, metric=\"l2\", index=\"flat\", nlist=0, "
-                        "pq_m=0)",
+                        "pq_m=0, pq_bits=0)",
     "DropCollection": "drop_collection(name)",
     "ListCollections": "list_collections()",
     "DescribeCollection": "describe(name)",

@@ -3,6 +3,7 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexIVFPQFastScan.h>
 #include <faiss/IndexRefine.h>
 #include <faiss/IndexScalarQuantizer.h>
 #include <omp.h>
@@ -37,7 +38,8 @@ FaissTarget::~FaissTarget() {
 
 std::string FaissTarget::name() const {
   if (params_.index == IndexType::kIvfPq) {
-    return absl::StrCat("faiss:ivf_pq_m", params_.pq_m, "_r", params_.refine_factor);
+    return absl::StrCat(params_.fast_scan ? "faiss:ivf_pqfs_m" : "faiss:ivf_pq_m", params_.pq_m,
+                        "_r", params_.refine_factor);
   }
   return "faiss:" + IndexTypeName(params_.index);
 }
@@ -71,8 +73,20 @@ absl::Status FaissTarget::Build(const Dataset& d) {
           return absl::InvalidArgumentError(
               absl::StrCat("pq_m ", params_.pq_m, " does not divide dim ", d.dim));
         }
-        ivf = std::make_unique<faiss::IndexIVFPQ>(quantizer_.get(), d.dim, params_.nlist,
-                                                  params_.pq_m, 8);
+        if (params_.fast_scan && params_.pq_m % 2 != 0) {
+          return absl::InvalidArgumentError(absl::StrCat("pq_m ", params_.pq_m, " is odd"));
+        }
+        try {
+          if (params_.fast_scan) {
+            ivf = std::make_unique<faiss::IndexIVFPQFastScan>(quantizer_.get(), d.dim,
+                                                              params_.nlist, params_.pq_m, 4);
+          } else {
+            ivf = std::make_unique<faiss::IndexIVFPQ>(quantizer_.get(), d.dim, params_.nlist,
+                                                      params_.pq_m, 8);
+          }
+        } catch (const std::exception& e) {
+          return absl::InternalError(absl::StrCat("faiss: ", e.what()));
+        }
     }
     ivf->cp.niter = kKmeansIterations;
     ivf_ = std::move(ivf);

@@ -1,7 +1,8 @@
 // FaissTarget: FAISS 1.7.3 (Debian's build) searched in-process, the library a user would embed
 // instead of running a server: IndexFlatL2 (the exact ceiling), IndexIVFFlat,
-// IndexIVFScalarQuantizer (8-bit) and IndexIVFPQ wrapped in IndexRefineFlat. IVF variants train
-// with the same nlist and k-means iterations as Shoal; the knob is nprobe.
+// IndexIVFScalarQuantizer (8-bit), IndexIVFPQ wrapped in IndexRefineFlat and, with fast_scan,
+// IndexIVFPQFastScan (4-bit codes, FAISS's strongest IVF) wrapped in IndexRefineFlat. IVF variants
+// train with the same nlist and k-means iterations as Shoal; the knob is nprobe.
 //
 // Thread-safety: as Target (FAISS searches are const and thread-safe). Each Search() call sets
 // OpenMP's thread count for its own thread only.
@@ -21,6 +22,7 @@ struct FaissParams {
   uint32_t nlist = 1024;
   uint32_t pq_m = 0;           // IVF_PQ sub-quantizers (must divide dim)
   uint32_t refine_factor = 4;  // IVF_PQ: re-rank k * refine_factor candidates exactly
+  bool fast_scan = false;      // IVF_PQ: IndexIVFPQFastScan, 4-bit codes ("faiss:ivf_pqfs")
   int build_threads = 1;
 };
 

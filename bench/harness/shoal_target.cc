@@ -53,7 +53,10 @@ ShoalTarget::~ShoalTarget() {
 
 std::string ShoalTarget::name() const {
   std::string name = "shoal:" + IndexTypeName(params_.index);
-  if (params_.index == IndexType::kIvfPq) absl::StrAppend(&name, "_m", params_.pq_m);
+  if (params_.index == IndexType::kIvfPq) {
+    if (params_.pq_bits == 4) name += "4";
+    absl::StrAppend(&name, "_m", params_.pq_m);
+  }
   if (params_.refine_factor > 0 && params_.index != IndexType::kFlat &&
       params_.index != IndexType::kIvfFlat) {
     absl::StrAppend(&name, "_r", params_.refine_factor);
@@ -107,7 +110,10 @@ absl::Status ShoalTarget::Load(const Dataset& d) {
   CollectionSpec spec{
       .name = collection_, .dim = d.dim, .metric = Metric::kL2, .index = {.type = params_.index}};
   if (params_.index != IndexType::kFlat) spec.index.nlist = params_.nlist;
-  if (params_.index == IndexType::kIvfPq) spec.index.pq_m = params_.pq_m;
+  if (params_.index == IndexType::kIvfPq) {
+    spec.index.pq_m = params_.pq_m;
+    spec.index.pq_bits = params_.pq_bits;
+  }
   if (absl::Status s = client_->CreateCollection(spec); !s.ok()) return s;
   auto writer = client_->OpenUpsertStream(collection_);
   if (!writer.ok()) return writer.status();

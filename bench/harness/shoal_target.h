@@ -29,6 +29,7 @@ struct ShoalParams {
   IndexType index = IndexType::kIvfFlat;
   uint32_t nlist = 1024;
   uint32_t pq_m = 0;
+  uint32_t pq_bits = 0;        // IVF_PQ: 4 = fast-scan codes ("shoal:ivf_pq4")
   uint32_t refine_factor = 0;  // SQ8 / PQ: candidates re-ranked on raw vectors, x k
   // Own server:
   std::string shoald_binary = "build/bin/shoald";

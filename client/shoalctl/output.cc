@@ -89,9 +89,9 @@ std::string CollectionJson(const CollectionInfo& c) {
       ", \"metric\": ", JsonString(MetricName(c.metric)),
       ", \"index\": {\"type\": ", JsonString(IndexTypeName(c.index.type)),
       ", \"nlist\": ", c.index.nlist, ", \"pq_m\": ", c.index.pq_m,
-      ", \"default_nprobe\": ", c.index.default_nprobe, "}, \"num_vectors\": ", c.num_vectors,
-      ", \"num_indexed\": ", c.num_indexed, ", \"num_segments\": ", c.num_segments,
-      ", \"index_state\": ", JsonString(c.index_state),
+      ", \"pq_bits\": ", c.index.pq_bits, ", \"default_nprobe\": ", c.index.default_nprobe,
+      "}, \"num_vectors\": ", c.num_vectors, ", \"num_indexed\": ", c.num_indexed,
+      ", \"num_segments\": ", c.num_segments, ", \"index_state\": ", JsonString(c.index_state),
       ", \"build_phase\": ", JsonString(c.build_phase), ", \"build_percent\": ", c.build_percent,
       ", \"disk_bytes\": ", c.disk_bytes, ", \"error\": ", JsonString(c.error), "}");
 }

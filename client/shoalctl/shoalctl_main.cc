@@ -36,7 +36,7 @@ struct Args {
   int timeout_ms = 30000;
   std::string output = "table";
   std::string name, metric = "l2", index = "flat", path, vector_text, query_file;
-  uint32_t dim = 0, nlist = 0, pq_m = 0, nprobe = 0, k = 10, refine = 0;
+  uint32_t dim = 0, nlist = 0, pq_m = 0, pq_bits = 0, nprobe = 0, k = 10, refine = 0;
   size_t batch = 1000, query_index = 0, num_queries = 1;
   uint64_t start_id = 0, limit = 0;
   std::vector<uint64_t> ids;
@@ -65,7 +65,8 @@ int Create(Client& client, const Args& a) {
   if (!m.ok()) return UsageError(m.status());
   auto t = ParseIndex(a.index);
   if (!t.ok()) return UsageError(t.status());
-  absl::Status s = client.CreateCollection({a.name, a.dim, *m, {*t, a.nlist, a.pq_m, a.nprobe}});
+  absl::Status s =
+      client.CreateCollection({a.name, a.dim, *m, {*t, a.nlist, a.pq_m, a.nprobe, a.pq_bits}});
   if (!s.ok()) return Fail(s);
   shoal::ctl::PrintMessage(a.format(), absl::StrCat("created collection '", a.name, "'"));
   return 0;
@@ -289,6 +290,7 @@ void AddCommands(CLI::App& app, Args& a) {
       ->capture_default_str();
   create->add_option("--nlist", a.nlist, "IVF partitions (0 = automatic)");
   create->add_option("--pq-m", a.pq_m, "PQ sub-quantizers (ivf_pq)");
+  create->add_option("--pq-bits", a.pq_bits, "PQ code bits: 8 (default) or 4 = fast-scan (ivf_pq)");
   create->add_option("--nprobe", a.nprobe, "default nprobe of searches");
   app.add_subcommand("drop", "drop a collection and its data")
       ->add_option("name", a.name, "collection")

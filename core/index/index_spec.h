@@ -13,6 +13,7 @@ struct IndexSpec {
   uint32_t nlist = 0;           // 0 = chosen at build time
   uint32_t pq_m = 0;            // IVF_PQ only
   uint32_t default_nprobe = 0;  // 0 = server default
+  uint32_t pq_bits = 0;         // IVF_PQ only: 0 or 8 = 8-bit codes, 4 = fast-scan
 };
 
 }  // namespace shoal::core

@@ -119,7 +119,7 @@ void TrainSq8(const float* vectors, size_t n, uint32_t dim, IvfModel* model) {
 
 void TrainPq(const float* vectors, size_t n, uint32_t dim, const IvfTrainOptions& options,
              IvfModel* model) {
-  faiss::ProductQuantizer pq(dim, options.pq_m, 8);
+  faiss::ProductQuantizer pq(dim, options.pq_m, options.pq_nbits);
   pq.cp.seed = int(options.seed);
   pq.cp.max_points_per_centroid = 256;
   pq.cp.min_points_per_centroid = 1;  // small collections train anyway, without warnings
@@ -127,7 +127,7 @@ void TrainPq(const float* vectors, size_t n, uint32_t dim, const IvfTrainOptions
   pq.verbose = false;
   pq.train(n, vectors);
   model->pq_m = options.pq_m;
-  model->pq_nbits = 8;
+  model->pq_nbits = options.pq_nbits;
   model->pq_codebooks = std::move(pq.centroids);
 }
 
@@ -252,6 +252,14 @@ absl::StatusOr<IvfModel> TrainIvfModel(const float* vectors, size_t n, uint32_t 
   if (options.encoding == VectorEncoding::kPq && (options.pq_m == 0 || dim % options.pq_m != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("pq_m must divide dim ", dim, ", got ", options.pq_m));
+  }
+  if (options.encoding == VectorEncoding::kPq && (options.pq_nbits != 4 && options.pq_nbits != 8)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_nbits must be 4 or 8, got ", options.pq_nbits));
+  }
+  if (options.encoding == VectorEncoding::kPq && options.pq_nbits == 4 && options.pq_m % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_m must be even for 4-bit PQ, got ", options.pq_m));
   }
   if (options.encoding == VectorEncoding::kPq && n < kMinPqTrainingRows) {
     // FAISS would throw: k-means cannot place 256 codewords per sub-quantizer on fewer points.

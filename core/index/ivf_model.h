@@ -75,6 +75,8 @@ struct IvfTrainOptions {
   uint32_t nlist = 0;
   VectorEncoding encoding = VectorEncoding::kFlat;
   uint32_t pq_m = 0;  // PQ only; must divide dim
+  // PQ only: 8, or 4 for fast-scan codes (core/index/fastscan_model.h; pq_m even).
+  uint32_t pq_nbits = 8;
   // SQ8/PQ: train and encode residuals to the centroids. False only reproduces the old
   // (pre-v3) raw codes, for tests and before/after measurements.
   bool residual = true;

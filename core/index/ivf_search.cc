@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/index/distance.h"
+#include "core/index/fastscan_model.h"
 #include "core/index/partition_scan.h"
 #include "core/index/topk.h"
 
@@ -68,6 +69,16 @@ struct TaskResults {
   std::vector<QueryStats> stats;
 };
 
+// The request's refine factor; 4-bit estimates only shortlist, so without one a search over a
+// fast-scan segment re-ranks kDefaultFastScanRefine.
+uint32_t RefineFactor(const IvfSearchRequest& req) {
+  if (req.refine_factor > 0) return req.refine_factor;
+  for (const IvfSegmentRef& s : req.segments) {
+    if (IsFastScan(*s.model)) return kDefaultFastScanRefine;
+  }
+  return 0;
+}
+
 class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
  public:
   IvfSearchJob(Executor& executor, IvfSearchRequest request, SearchDone done)
@@ -78,10 +89,11 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
         max_tasks_(size_t(std::max(1, executor.concurrency()))),
         memtable_model_{req_.dim, req_.metric, VectorEncoding::kFlat, {}, {}, {}, 0, 0, {}},
         stats_(req_.num_queries) {
+    const uint32_t refine_factor = RefineFactor(req_);
     for (const IvfSegmentRef& s : req_.segments) {
-      if (s.model->encoding != VectorEncoding::kFlat) refine_ = req_.refine_factor > 0;
+      if (s.model->encoding != VectorEncoding::kFlat) refine_ = refine_factor > 0;
     }
-    candidates_per_query_ = req_.k * (refine_ ? req_.refine_factor : 1);
+    candidates_per_query_ = req_.k * (refine_ ? refine_factor : 1);
     for (size_t q = 0; q < req_.num_queries; ++q) candidates_.emplace_back(candidates_per_query_);
   }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/index/distance.h"
+#include "core/index/fastscan_model.h"
 #include "core/index/scan_kernels.h"
 
 namespace shoal::core {
@@ -38,7 +39,11 @@ void GemmKeys(Metric metric, const float* queries, const float* query_norms, siz
 size_t PreparedQueries::BytesPerQuery(const IvfModel& model) {
   size_t floats = 1;  // |q|^2
   if (model.encoding == VectorEncoding::kSq8) floats += model.dim + 1;
-  if (model.encoding == VectorEncoding::kPq) floats += size_t(model.pq_m) * 256;
+  if (model.encoding == VectorEncoding::kPq) {
+    floats += size_t(model.pq_m) << model.pq_nbits;
+    // Fast-scan: the uint8 tables, each 16 entries twice, in groups of 4 (FastScanLut).
+    if (IsFastScan(model)) floats += (size_t(model.pq_m) + 3) / 4 * 32 + 4;
+  }
   return floats * sizeof(float);
 }
 
@@ -79,22 +84,28 @@ void PreparedQueries::PrepareSq8() {
 }
 
 void PreparedQueries::PreparePq() {
-  const size_t m = model_.pq_m, dsub = model_.dim / m;
+  const size_t m = model_.pq_m, dsub = model_.dim / m, ksub = size_t(1) << model_.pq_nbits;
   const bool ip = IsSimilarity(model_.metric) || model_.residual;
-  pq_tables_.resize(nq_ * m * 256);
+  pq_tables_.resize(nq_ * m * ksub);
   for (size_t q = 0; q < nq_; ++q) {
     for (size_t j = 0; j < m; ++j) {
       const float* sub = query(q) + j * dsub;
-      const float* book = model_.pq_codebooks.data() + j * 256 * dsub;
-      float* table = pq_tables_.data() + (q * m + j) * 256;
+      const float* book = model_.pq_codebooks.data() + j * ksub * dsub;
+      float* table = pq_tables_.data() + (q * m + j) * ksub;
       if (ip) {
-        InnerProductMany(sub, book, 256, dsub, table);
+        InnerProductMany(sub, book, ksub, dsub, table);
       } else {
-        L2SqrMany(sub, book, 256, dsub, table);
+        L2SqrMany(sub, book, ksub, dsub, table);
       }
       if (model_.residual) {
-        for (size_t k = 0; k < 256; ++k) table[k] *= residual_factor();
+        for (size_t k = 0; k < ksub; ++k) table[k] *= residual_factor();
       }
+    }
+  }
+  if (IsFastScan(model_)) {
+    fastscan_luts_.resize(nq_);
+    for (size_t q = 0; q < nq_; ++q) {
+      fastscan_luts_[q].Build(pq_tables_.data() + q * m * ksub, m, 0.0f);
     }
   }
 }
@@ -191,8 +202,9 @@ void PreparedQueries::ScoreOne(uint32_t q, float coarse_key, const uint8_t* code
                                float* out) const {
   const size_t dim = model_.dim;
   const float* sq_query = sq_query_.empty() ? nullptr : sq_query_.data() + size_t(q) * dim;
-  const float* table =
-      pq_tables_.empty() ? nullptr : pq_tables_.data() + size_t(q) * model_.pq_m * 256;
+  const float* table = pq_tables_.empty()
+                           ? nullptr
+                           : pq_tables_.data() + (size_t(q) * model_.pq_m << model_.pq_nbits);
   if (model_.residual) {
     const float sq_const = sq_const_.empty() ? 0.0f : sq_const_[q];
     ScoreResidualQuery(*this, sq_query, sq_const, table, coarse_key, codes, n, out);
@@ -228,6 +240,14 @@ void PreparedQueries::ScoreOne(uint32_t q, float coarse_key, const uint8_t* code
 
 void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, const float* coarse_keys,
                     size_t nq, const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) {
+  const IvfModel& model = p.model();
+  if (IsFastScan(model)) {
+    std::vector<const FastScanLut*> luts(nq);
+    for (size_t j = 0; j < nq; ++j) luts[j] = &p.fastscan_luts_[query_ids[j]];
+    ScoreFastScanPartition(model, luts.data(), model.residual ? coarse_keys : nullptr, nq, codes, n,
+                           keys);
+    return;
+  }
   if (nq >= kMinQueriesForGemm && p.model().encoding != VectorEncoding::kPq) {
     p.ScoreBlocked(query_ids, coarse_keys, nq, codes, n, keys, s);
     return;

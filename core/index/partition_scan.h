@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/index/fastscan.h"
 #include "core/index/ivf_model.h"
 
 namespace shoal::core {
@@ -59,7 +60,8 @@ class PreparedQueries {
   // per query: raw L2 -> q - offset; raw IP -> q * scale; residual -> f * q * scale
   std::vector<float> sq_query_;
   std::vector<float> sq_const_;   // raw IP: q . offset; residual: f * q . offset
-  std::vector<float> pq_tables_;  // per query: m * 256 (raw: L2 or IP; residual: f * IP)
+  std::vector<float> pq_tables_;  // per query: m * 2^nbits (raw: L2 or IP; residual: f * IP)
+  std::vector<FastScanLut> fastscan_luts_;  // 4-bit PQ: per query, pq_tables_ quantized
 };
 
 // Buffers reused across the partitions one task scans.

@@ -151,6 +151,7 @@ absl::StatusOr<core::IvfModel> Collection::Train(core::Executor& cpu, const Segm
   options.nlist = uint32_t(std::min<size_t>(options.nlist, n));
   options.encoding = EncodingFor(index.type);
   options.pq_m = index.pq_m;
+  options.pq_nbits = index.pq_bits == 4 ? 4 : 8;
   // A deterministic sample of at most 256 vectors per centroid (and what half the build's
   // memory budget holds).
   SHOAL_ASSIGN_OR_RETURN(

@@ -8,6 +8,7 @@
 #include "core/base/failpoint.h"
 #include "core/base/status.h"
 #include "core/exec/run_and_wait.h"
+#include "core/index/fastscan_model.h"
 #include "storage/collection/segment_writer.h"
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
@@ -273,10 +274,13 @@ absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfMode
       return absl::InternalError("segment build: the spill changed between passes");
     }
   }
-  // Checksums on the arena too (I-2): the maintenance thread only moves bytes.
+  // Checksums on the arena too (I-2): the maintenance thread only moves bytes. 4-bit PQ
+  // partitions are rearranged into fast-scan blocks first (core/index/fastscan_model.h).
   SHOAL_RETURN_IF_ERROR(core::RunAndWait(cpu, [&] {
     for (size_t p = first; p < end; ++p) {
       PartitionExtent& e = layout.extents[p];
+      core::LayoutPartitionCodes(
+          model, reinterpret_cast<uint8_t*>(out.data() + (e.offset - base) + e.count * 8), e.count);
       e.crc32c = Crc32c(std::string_view(out).substr(e.offset - base, e.length));
     }
     return absl::OkStatus();

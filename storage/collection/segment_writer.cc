@@ -1,6 +1,7 @@
 #include "storage/collection/segment_writer.h"
 
 #include "core/base/status.h"
+#include "core/index/fastscan_model.h"
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
 #include "storage/format/segment_format.h"
@@ -48,6 +49,10 @@ absl::Status WriteSegment(FileSystem* fs, const std::string& dir, const core::Iv
         ++num_attrs;
       }
     }
+    // 4-bit PQ: the partition's codes as fast-scan blocks (core/index/fastscan_model.h).
+    core::LayoutPartitionCodes(
+        model, reinterpret_cast<uint8_t*>(lists.data() + extent.offset + extent.count * 8),
+        extent.count);
     extent.length = lists.size() - extent.offset;
     extent.crc32c = Crc32c(std::string_view(lists).substr(extent.offset));
     lists.resize((lists.size() + kAlign - 1) / kAlign * kAlign, '\0');

@@ -30,6 +30,7 @@ std::string EncodeManifest(const CollectionManifest& m) {
     PutFixed64(&out, t.id);
     PutVarint64(&out, t.seq);
   }
+  PutVarint64(&out, m.index.pq_bits);
   PutFixed32(&out, MaskCrc(Crc32c(out)));
   return out;
 }
@@ -46,7 +47,7 @@ absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
   Decoder in(body.substr(kManifestMagic.size()));
   uint32_t version = 0;
   in.GetFixed32(&version);
-  if (version != 1 && version != kManifestVersion) {
+  if (version < 1 || version > kManifestVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("manifest: format version ", version, " is not supported"));
   }
@@ -81,6 +82,10 @@ absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
       }
     }
   }
+  uint64_t pq_bits = 0;
+  if (version >= 3 && (!in.GetVarint64(&pq_bits) || pq_bits > 8)) {
+    return absl::DataLossError("manifest: truncated or bad pq_bits");
+  }
   if (!in.empty()) return absl::DataLossError("manifest: trailing bytes");
   if (metric < 1 || metric > 3 || type < 1 || type > 4) {
     return absl::DataLossError("manifest: bad metric or index type");
@@ -88,7 +93,8 @@ absl::StatusOr<CollectionManifest> DecodeManifest(std::string_view data) {
   m.name = std::string(name);
   m.dim = uint32_t(dim);
   m.metric = core::Metric(metric);
-  m.index = {core::IndexType(type), uint32_t(nlist), uint32_t(pq_m), uint32_t(nprobe)};
+  m.index = {core::IndexType(type), uint32_t(nlist), uint32_t(pq_m), uint32_t(nprobe),
+             uint32_t(pq_bits)};
   m.first_wal_seq = first_wal;
   return m;
 }

@@ -8,9 +8,10 @@
 //   version 2 adds: varint write_seq, varint next_segment_id,
 //     varint #segments, per segment: varint id, varint seq, varint num_vectors
 //     varint #tombstones, per tombstone: fixed64 id, varint seq
+//   version 3 adds: varint pq_bits (IndexSpec.pq_bits; 0 in older manifests)
 //   fixed32 masked crc of everything before it
 //
-// Version 1 manifests (no segments) are still read.
+// Version 1 and 2 manifests are still read.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -27,7 +28,7 @@
 namespace shoal::storage {
 
 inline constexpr std::string_view kManifestMagic = "SHOALMAN";
-inline constexpr uint32_t kManifestVersion = 2;
+inline constexpr uint32_t kManifestVersion = 3;
 
 // An immutable IVF segment (seg-<id>/ under the collection directory). It holds the live
 // vectors of every write with sequence number <= seq.

@@ -336,6 +336,8 @@ TEST(Targets, FaissAndHnswFindTheTrueNeighbours) {
       std::make_unique<FaissTarget>(FaissParams{.index = IndexType::kIvfSq8, .nlist = 16}));
   targets.push_back(std::make_unique<FaissTarget>(
       FaissParams{.index = IndexType::kIvfPq, .nlist = 16, .pq_m = 8, .refine_factor = 8}));
+  targets.push_back(std::make_unique<FaissTarget>(FaissParams{
+      .index = IndexType::kIvfPq, .nlist = 16, .pq_m = 8, .refine_factor = 8, .fast_scan = true}));
   targets.push_back(std::make_unique<HnswTarget>(HnswParams{.cache_dir = dir.path()}));
   targets.push_back(std::make_unique<HnswTarget>(HnswParams{.cache_dir = dir.path()}));  // cached
   for (auto& t : targets) {
@@ -344,12 +346,22 @@ TEST(Targets, FaissAndHnswFindTheTrueNeighbours) {
     const PointResult p = RunPoint(*t, d, {.clients = 2, .k = 10, .cpu_threads = 2});
     const Row row = MakeRow(d, gt, t->name(), t->knob_name(), 16, "closed", {.k = 10}, p);
     EXPECT_EQ(p.errors, 0u) << t->name();
-    EXPECT_GE(row.recall10, t->name() == "faiss:ivf_sq8" ? 0.9 : 0.99) << t->name();
+    // FAISS's fast-scan quantizes its distance tables to 8 bits per query and list; on these
+    // 10 tight clusters in 16 dims that costs more than a refine of 80 candidates recovers
+    // (0.65 at every nprobe here), so its row checks the plumbing, not the recall.
+    const double want = t->name() == "faiss:ivf_sq8"          ? 0.9
+                        : t->name() == "faiss:ivf_pqfs_m8_r8" ? 0.5
+                                                              : 0.99;
+    EXPECT_GE(row.recall10, want) << t->name();
     ASSERT_TRUE(t->Usage().index_heap_bytes.has_value());
     // At least the vectors or their codes (16 dims x 3000 rows x 1 byte).
     EXPECT_GE(*t->Usage().index_heap_bytes, 16u * 3000) << t->name();
   }
   EXPECT_EQ(targets[3]->name(), "faiss:ivf_pq_m8_r8");
+  EXPECT_EQ(targets[4]->name(), "faiss:ivf_pqfs_m8_r8");
+  EXPECT_FALSE(FaissTarget({.index = IndexType::kIvfPq, .nlist = 16, .pq_m = 1, .fast_scan = true})
+                   .Build(d)
+                   .ok());
   EXPECT_FALSE(FaissTarget({.index = IndexType::kIvfPq, .nlist = 16, .pq_m = 5}).Build(d).ok());
   EXPECT_FALSE(FaissTarget({.index = IndexType::kIvfFlat, .nlist = 5000}).Build(d).ok());
 }

@@ -104,12 +104,30 @@ TEST(WalFormat, RecordFramingCarriesLengthAndMaskedCrc) {
   EXPECT_EQ(record[8], char(WalRecordType::kDeleteBatch));
 }
 
+// A version 2 manifest (before pq_bits) still opens, as 8-bit PQ.
+TEST(ManifestFormat, ReadsVersionTwoManifestsWithoutPqBits) {
+  CollectionManifest m;
+  m.name = "old";
+  m.dim = 8;
+  m.metric = core::Metric::kL2;
+  m.index = {core::IndexType::kIvfPq, 16, 4, 8, 0};
+  std::string bytes = EncodeManifest(m);
+  // Drop the crc and the trailing pq_bits varint (one zero byte), then re-seal as version 2.
+  std::string body = bytes.substr(0, bytes.size() - 5);
+  body.replace(kManifestMagic.size(), 4, std::string("\x02\0\0\0", 4));
+  PutFixed32(&body, MaskCrc(Crc32c(body)));
+  auto back = DecodeManifest(body);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->index.pq_m, 4u);
+  EXPECT_EQ(back->index.pq_bits, 0u);
+}
+
 TEST(ManifestFormat, RoundTripsAndDetectsCorruption) {
   CollectionManifest m;
   m.name = "docs";
   m.dim = 768;
   m.metric = core::Metric::kCosine;
-  m.index = {core::IndexType::kIvfPq, 1024, 96, 32};
+  m.index = {core::IndexType::kIvfPq, 1024, 96, 32, 4};
   m.first_wal_seq = 5;
   const std::string bytes = EncodeManifest(m);
   auto back = DecodeManifest(bytes);
@@ -119,6 +137,7 @@ TEST(ManifestFormat, RoundTripsAndDetectsCorruption) {
   EXPECT_EQ(back->metric, core::Metric::kCosine);
   EXPECT_EQ(back->index.type, core::IndexType::kIvfPq);
   EXPECT_EQ(back->index.pq_m, 96u);
+  EXPECT_EQ(back->index.pq_bits, 4u);
   EXPECT_EQ(back->first_wal_seq, 5u);
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::string flipped = bytes;

@@ -43,7 +43,7 @@ class QueryReadsTest : public ::testing::TestWithParam<IoBackendKind> {
     std::vector<uint32_t> assign(kRows);
     std::vector<uint8_t> codes(kRows * model->CodeSize());
     ASSERT_TRUE(core::AssignToCentroids(*model, rows_.vectors.data(), kRows, assign.data()).ok());
-    ASSERT_TRUE(core::EncodeVectors(*model, rows_.vectors.data(), kRows, codes.data()).ok());
+    ASSERT_TRUE(core::EncodeVectors(*model, rows_.vectors.data(), kRows, assign.data(), codes.data()).ok());
     ASSERT_TRUE(
         WriteSegment(DefaultFileSystem(), dir_.Sub("seg"), *model, rows_, assign, codes).ok());
     query_.resize(kDim);

@@ -57,6 +57,39 @@ TEST(Validation, CreateChecksDimMetricAndIndex) {
   ExpectInvalid(ValidateCreate(Create("bad name", 4)), "name");
 }
 
+TEST(Validation, CreateAcceptsPqBitsZeroFourOrEightOnlyForIvfPq) {
+  auto pq = Create("c", 8);
+  pq.mutable_index()->set_type(v1::INDEX_IVF_PQ);
+  pq.mutable_index()->set_pq_m(4);
+  for (uint32_t bits : {0u, 4u, 8u}) {
+    pq.mutable_index()->set_pq_bits(bits);
+    EXPECT_TRUE(ValidateCreate(pq).ok()) << bits;
+  }
+  for (uint32_t bits : {1u, 5u, 16u}) {
+    pq.mutable_index()->set_pq_bits(bits);
+    ExpectInvalid(ValidateCreate(pq), "index.pq_bits");
+  }
+  auto flat = Create("c", 8);
+  flat.mutable_index()->set_type(v1::INDEX_IVF_FLAT);
+  flat.mutable_index()->set_pq_bits(4);
+  ExpectInvalid(ValidateCreate(flat), "index.pq_bits");
+}
+
+TEST(Validation, CreateWantsAnEvenPqMThatDividesDimForFourBitPq) {
+  auto pq = Create("c", 6);
+  pq.mutable_index()->set_type(v1::INDEX_IVF_PQ);
+  pq.mutable_index()->set_pq_bits(4);
+  pq.mutable_index()->set_pq_m(3);  // divides 6 but odd
+  ExpectInvalid(ValidateCreate(pq), "index.pq_m");
+  pq.mutable_index()->set_pq_m(4);  // even but does not divide 6
+  ExpectInvalid(ValidateCreate(pq), "index.pq_m");
+  pq.mutable_index()->set_pq_m(2);
+  EXPECT_TRUE(ValidateCreate(pq).ok());
+  pq.mutable_index()->set_pq_bits(8);
+  pq.mutable_index()->set_pq_m(3);  // odd is fine for 8 bits
+  EXPECT_TRUE(ValidateCreate(pq).ok());
+}
+
 TEST(Validation, UpsertChecksEveryVectorAndAttribute) {
   v1::UpsertRequest req;
   ExpectInvalid(ValidateUpsert(req, 2), "points");

@@ -46,10 +46,11 @@ def serializer(cls):
     return _wire.identity if cls is RAW else cls.SerializeToString
 
 
-def create_request(name, dim, metric, index, nlist, pq_m):
+def create_request(name, dim, metric, index, nlist, pq_m, pq_bits=0):
     return pb.CreateCollectionRequest(
         name=name, dim=int(dim), metric=_wire.metric_enum(metric),
-        index=pb.IndexSpec(type=_wire.index_enum(index), nlist=int(nlist), pq_m=int(pq_m)))
+        index=pb.IndexSpec(type=_wire.index_enum(index), nlist=int(nlist), pq_m=int(pq_m),
+                           pq_bits=int(pq_bits)))
 
 
 def health_request(collection: Optional[str]):

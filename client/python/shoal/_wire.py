@@ -50,6 +50,7 @@ class CollectionInfo:
     index: str
     nlist: int
     pq_m: int
+    pq_bits: int  # ivf_pq: 0 or 8 = 8-bit codes, 4 = fast-scan
     default_nprobe: int
     num_vectors: int
     num_indexed: int
@@ -240,7 +241,7 @@ def info_from_proto(c: pb.CollectionInfo) -> CollectionInfo:
     return CollectionInfo(
         name=c.name, dim=c.dim, metric=METRIC_NAMES.get(c.metric, str(c.metric)),
         index=INDEX_NAMES.get(c.index.type, str(c.index.type)), nlist=c.index.nlist,
-        pq_m=c.index.pq_m, default_nprobe=c.index.default_nprobe, num_vectors=c.num_vectors,
+        pq_m=c.index.pq_m, pq_bits=c.index.pq_bits, default_nprobe=c.index.default_nprobe, num_vectors=c.num_vectors,
         num_indexed=c.num_indexed, num_segments=c.num_segments,
         index_state=STATE_NAMES.get(c.index_state, str(c.index_state)),
         disk_bytes=c.disk_bytes, build_phase=c.build_phase, build_percent=c.build_percent,

@@ -77,9 +77,10 @@ class AsyncClient:
         await self.close()
 
     async def create_collection(self, name: str, dim: int, metric: str = "l2",
-                                index: str = "flat", nlist: int = 0, pq_m: int = 0) -> None:
+                                index: str = "flat", nlist: int = 0, pq_m: int = 0,
+                                pq_bits: int = 0) -> None:
         await self._call("CreateCollection",
-                         _ops.create_request(name, dim, metric, index, nlist, pq_m))
+                         _ops.create_request(name, dim, metric, index, nlist, pq_m, pq_bits))
 
     async def drop_collection(self, name: str) -> None:
         await self._call("DropCollection", pb.DropCollectionRequest(name=name))

@@ -101,11 +101,13 @@ class Client:
     # ---- collections ------------------------------------------------------------------------
 
     def create_collection(self, name: str, dim: int, metric: str = "l2", index: str = "flat",
-                          nlist: int = 0, pq_m: int = 0) -> None:
+                          nlist: int = 0, pq_m: int = 0, pq_bits: int = 0) -> None:
         """Creates a collection. metric: "l2" | "ip" | "cosine"; index: "flat" | "ivf_flat" |
-        "ivf_sq8" | "ivf_pq"; nlist 0 = chosen at build time; pq_m for ivf_pq (divides dim).
+        "ivf_sq8" | "ivf_pq"; nlist 0 = chosen at build time; pq_m for ivf_pq (divides dim);
+        pq_bits for ivf_pq: 0 or 8 = 8-bit codes, 4 = fast-scan (pq_m even).
         Raises AlreadyExists, InvalidArgument."""
-        self._call("CreateCollection", _ops.create_request(name, dim, metric, index, nlist, pq_m))
+        self._call("CreateCollection",
+                   _ops.create_request(name, dim, metric, index, nlist, pq_m, pq_bits))
 
     def drop_collection(self, name: str) -> None:
         """Drops a collection and its files. Raises NotFound."""

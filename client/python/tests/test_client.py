@@ -29,6 +29,16 @@ def test_create_collection_passes_pq_m_for_ivf_pq(api, name):
     assert (api.describe(name).index, api.describe(name).pq_m) == ("ivf_pq", 4)
 
 
+def test_create_collection_passes_pq_bits_for_ivf_pq(api, name):
+    api.create_collection(name, dim=DIM, index="ivf_pq", pq_m=4, pq_bits=4)
+    assert (api.describe(name).pq_m, api.describe(name).pq_bits) == (4, 4)
+
+
+def test_create_collection_refuses_an_odd_pq_m_with_four_bits(api, name):
+    with pytest.raises(shoal.InvalidArgument, match="pq_m"):
+        api.create_collection(name, dim=DIM, index="ivf_pq", pq_m=1, pq_bits=4)
+
+
 def test_create_collection_defaults_to_flat_l2(api, name):
     api.create_collection(name, dim=DIM)
     info = api.describe(name)
