@@ -27,6 +27,23 @@ constexpr size_t kMemtableRowsPerWork = 16384;
 
 std::atomic<uint64_t> g_next_query_seq{1};
 
+// BeginBatch() on every segment's source for the lifetime of a scope (EndBatch() even when an
+// exception leaves it, so no thread stays batched).
+class SourceBatch {
+ public:
+  explicit SourceBatch(const std::vector<IvfSegmentRef>& segments) : segments_(segments) {
+    for (const IvfSegmentRef& s : segments_) s.source->BeginBatch();
+  }
+  ~SourceBatch() {
+    for (const IvfSegmentRef& s : segments_) s.source->EndBatch();
+  }
+  SourceBatch(const SourceBatch&) = delete;
+  SourceBatch& operator=(const SourceBatch&) = delete;
+
+ private:
+  const std::vector<IvfSegmentRef>& segments_;
+};
+
 uint64_t MicrosSince(Clock::time_point start) {
   return uint64_t(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
@@ -264,9 +281,10 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     CancelSourcesIf(cancel_sources);
     if (!fetches.empty()) {
       // One batch per source: the request's reads reach the disk together, not one by one.
-      for (const IvfSegmentRef& s : req_.segments) s.source->BeginBatch();
-      for (size_t w : fetches) StartFetch(w);
-      for (const IvfSegmentRef& s : req_.segments) s.source->EndBatch();
+      {
+        SourceBatch batch(req_.segments);
+        for (size_t w : fetches) StartFetch(w);
+      }
       {
         absl::MutexLock lock(&mu_);
         --issuing_;

@@ -358,7 +358,7 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
     return std::move(state->done)(std::move(out));
   }
   lock.Release();
-  scheduler_->Plug();  // the rows reach the disk together, coalesced where adjacent
+  IoScheduler::ScopedPlug plug(scheduler_);  // the rows reach the disk together, coalesced
   for (size_t i : missing) {
     const auto [file, offset] = RawLocation(rows[i].partition, rows[i].row);
     ReadRequest r;
@@ -390,7 +390,6 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
           std::move(state->done)(std::move(out));
         });
   }
-  scheduler_->Unplug();
 }
 
 }  // namespace shoal::storage

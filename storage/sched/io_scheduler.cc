@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cassert>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -125,7 +126,9 @@ int& IoScheduler::PlugDepth() {
 void IoScheduler::Plug() { ++PlugDepth(); }
 
 void IoScheduler::Unplug() {
-  if (--PlugDepth() > 0) return;
+  int& depth = PlugDepth();
+  assert(depth > 0 && "Unplug() without Plug()");
+  if (depth <= 0 || --depth > 0) return;
   std::vector<IoRead> reads;
   std::vector<std::function<void()>> answers;
   {

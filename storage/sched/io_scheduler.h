@@ -101,6 +101,17 @@ class IoScheduler {
   // caller calls Unplug() on the same thread before it returns to its caller's caller.
   void Plug();
   void Unplug();
+  // Plug() for the lifetime of a scope, so an exception cannot leave this thread plugged.
+  class ScopedPlug {
+   public:
+    explicit ScopedPlug(IoScheduler* scheduler) : scheduler_(scheduler) { scheduler_->Plug(); }
+    ~ScopedPlug() { scheduler_->Unplug(); }
+    ScopedPlug(const ScopedPlug&) = delete;
+    ScopedPlug& operator=(const ScopedPlug&) = delete;
+
+   private:
+    IoScheduler* const scheduler_;
+  };
 
   // Queues a read; returns an id for Cancel(). Dispatched at once unless this thread is plugged.
   uint64_t Read(const ReadRequest& request, ReadCallback callback);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -136,6 +137,18 @@ TEST_P(IoSchedulerTest, PluggedReadsWaitForUnplugAndReachTheBackendInOneSubmissi
   });
   EXPECT_EQ(recorder->submissions().size(), 2u);
   answers.WaitFor(9);
+  // A scope left by an exception unplugs too: the next read still goes out at once.
+  try {
+    IoScheduler::ScopedPlug plug(s.get());
+    throw std::runtime_error("a fetch threw while plugged");
+  } catch (const std::runtime_error&) {
+  }
+  s->Read({*file, 0, 4096, 3, 0}, [&](absl::StatusOr<ReadResult> r) {
+    EXPECT_TRUE(r.ok());
+    answers.Done();
+  });
+  EXPECT_EQ(recorder->submissions().size(), 3u);
+  answers.WaitFor(10);
 }
 
 TEST_P(IoSchedulerTest, AReadSubmittedAloneLandsInABufferOfExactlyItsAlignedSize) {
