@@ -57,7 +57,8 @@ const std::vector<Field>& Fields() {
       {"server.max_inflight_per_peer", "SHOAL_MAX_INFLIGHT_PER_PEER", "--max-inflight-per-peer",
        &Config::max_inflight_per_peer,
        "Searches and Gets one client connection may run at once; more get RESOURCE_EXHAUSTED; "
-       "0 = max(1, search.max_inflight / 4)"},
+       "0 = a share of max(1, search.max_inflight / 4), exceeded only while that many slots "
+       "stay free"},
       {"server.maintenance_threads", "SHOAL_MAINTENANCE_THREADS", "--maintenance-threads",
        &Config::maintenance_threads,
        "threads for BuildIndex / Flush, apart from the ones serving Get and create/drop"},
@@ -308,6 +309,10 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   }
   if (loaded.config.max_inflight_searches < 1) {
     return absl::InvalidArgumentError("search.max_inflight: must be at least 1");
+  }
+  if (loaded.config.max_inflight_per_peer < 0) {
+    return absl::InvalidArgumentError(
+        "server.max_inflight_per_peer: must be 0 (a quarter of search.max_inflight) or more");
   }
   return loaded;
 }

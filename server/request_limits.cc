@@ -107,14 +107,18 @@ absl::StatusOr<InflightBytes::Reservation> InflightBytes::Acquire(uint64_t bytes
 
 absl::StatusOr<PeerSlots::Slot> PeerSlots::Acquire(const std::string& peer) {
   absl::MutexLock lock(&mu_);
-  int& held = held_[peer];
-  if (held >= per_peer_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this connection (", peer, ") already has ", held,
-                     " searches and gets in flight (server.max_inflight_per_peer = ", per_peer_,
-                     "); wait for their answers or retry with backoff"));
+  auto it = held_.find(peer);
+  const int held = it == held_.end() ? 0 : it->second;
+  const bool may_borrow = capacity_ > 0 && capacity_ - (total_ + 1) >= per_peer_;
+  if (held >= per_peer_ && !may_borrow) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this connection (", peer, ") already has ", held, " searches and gets in flight (",
+        capacity_ > 0 ? "past its share of " : "", "server.max_inflight_per_peer = ", per_peer_,
+        capacity_ > 0 ? " while the server is busy" : "",
+        "); wait for their answers or retry with backoff"));
   }
-  ++held;
+  ++held_[peer];
+  ++total_;
   return Slot(this, peer);
 }
 
@@ -123,7 +127,9 @@ void PeerSlots::Slot::Release() {
   if (owner == nullptr) return;
   absl::MutexLock lock(&owner->mu_);
   auto it = owner->held_.find(peer_);
-  if (it != owner->held_.end() && --it->second <= 0) owner->held_.erase(it);
+  if (it == owner->held_.end()) return;
+  --owner->total_;
+  if (--it->second <= 0) owner->held_.erase(it);
 }
 
 int PeerSlots::held(const std::string& peer) const {

@@ -101,10 +101,17 @@ class InflightBytes {
 // Requests in flight per client connection. The key is the gRPC peer (`context->peer()`,
 // "ipv4:127.0.0.1:51234"): one TCP connection, i.e. one channel (gRPC shares a connection
 // between channels of one process created with the same target and arguments).
+//
+// Two policies. A hard cap (capacity 0): at most `per_peer` requests of one peer at once. A
+// share (capacity > 0, the server's slots): a peer within `per_peer` is always admitted here;
+// past it, only while `per_peer` of the `capacity` slots stay free afterwards. So one client
+// alone may use all but one share of the server (an application's single channel is not held
+// to a quarter of an idle server), while a newcomer always finds a share's room and, once the
+// server is that full, a greedy connection's excess is refused.
 class PeerSlots {
  public:
-  // At most `per_peer` (at least 1) requests of one peer at once.
-  explicit PeerSlots(int per_peer) : per_peer_(per_peer < 1 ? 1 : per_peer) {}
+  explicit PeerSlots(int per_peer, int capacity = 0)
+      : per_peer_(per_peer < 1 ? 1 : per_peer), capacity_(capacity < 0 ? 0 : capacity) {}
 
   // One request of one peer, held until destroyed (move-only).
   class Slot {
@@ -137,8 +144,10 @@ class PeerSlots {
 
  private:
   const int per_peer_;
+  const int capacity_;  // 0: per_peer_ is a hard cap
   mutable absl::Mutex mu_;
   std::unordered_map<std::string, int> held_ ABSL_GUARDED_BY(mu_);
+  int total_ ABSL_GUARDED_BY(mu_) = 0;  // held_, summed
 };
 
 }  // namespace shoal::server

@@ -38,9 +38,12 @@ ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core:
       metrics_(metrics),
       options_(std::move(options)),
       inflight_bytes_(options_.max_inflight_request_bytes),
+      // An explicit server.max_inflight_per_peer is a hard cap; the default is a quarter of the
+      // server's slots as a share that an otherwise idle server lends out (PeerSlots).
       peer_slots_(options_.max_inflight_per_peer > 0
                       ? options_.max_inflight_per_peer
-                      : std::max(1, options_.max_inflight_searches / 4)) {}
+                      : std::max(1, options_.max_inflight_searches / 4),
+                  options_.max_inflight_per_peer > 0 ? 0 : options_.max_inflight_searches) {}
 
 void ShoalService::SetCollectionServing(const std::string& collection, bool serving) {
   if (health_) health_->SetServingStatus(CollectionHealthName(collection), serving);

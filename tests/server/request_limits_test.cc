@@ -1,5 +1,7 @@
 #include "server/request_limits.h"
 
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -146,6 +148,29 @@ TEST(PeerSlots, AShareBelowOneIsOne) {
   auto a = slots.Acquire("p");
   EXPECT_TRUE(a.ok());
   EXPECT_FALSE(slots.Acquire("p").ok());
+}
+
+TEST(PeerSlots, AShareIsExceededOnlyWhileAShareOfTheServerStaysFree) {
+  PeerSlots slots(2, 8);  // share 2 of 8 server slots
+  std::vector<PeerSlots::Slot> greedy;
+  for (int i = 0; i < 6; ++i) {  // alone, a connection may use all but one share
+    auto s = slots.Acquire("greedy");
+    ASSERT_TRUE(s.ok()) << i << ": " << s.status();
+    greedy.push_back(*std::move(s));
+  }
+  auto seventh = slots.Acquire("greedy");
+  EXPECT_EQ(seventh.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(seventh.status().message(), HasSubstr("while the server is busy"));
+  // A newcomer within its share is admitted; the greedy one stays refused.
+  auto polite = slots.Acquire("polite");
+  EXPECT_TRUE(polite.ok()) << polite.status();
+  EXPECT_FALSE(slots.Acquire("greedy").ok());
+  // Once the others finish, the greedy connection may borrow again.
+  polite->Release();
+  greedy.pop_back();
+  greedy.pop_back();
+  EXPECT_TRUE(slots.Acquire("greedy").ok());
+  EXPECT_EQ(slots.peers(), 1u);
 }
 
 }  // namespace
