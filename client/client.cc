@@ -108,6 +108,7 @@ Client::Impl::Impl(const std::string& target, ClientOptions opts) : options(std:
       credentials = *std::move(tls);
     } else {
       init_status = tls.status();
+      return;  // no channel: nothing, least of all the API key, may go out in plaintext
     }
   }
   channel = grpc::CreateCustomChannel(target, credentials, args);

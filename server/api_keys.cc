@@ -78,8 +78,8 @@ bool ApiKeys::Accepts(absl::string_view key) const {
 }
 
 bool ApiKeys::AcceptsAuthorization(absl::string_view header) const {
-  constexpr absl::string_view kBearer = "Bearer ";
-  if (!absl::StartsWith(header, kBearer)) return false;
+  constexpr absl::string_view kBearer = "Bearer ";  // the scheme is case-insensitive (RFC 7235)
+  if (!absl::StartsWithIgnoreCase(header, kBearer)) return false;
   return Accepts(header.substr(kBearer.size()));
 }
 

@@ -8,7 +8,7 @@
 // digests with CRYPTO_memcmp, against every key without an early exit, so neither a key's
 // bytes nor its length can be learned from response times.
 //
-// Thread-safety: thread-safe; Check() runs concurrently with Reload().
+// Thread-safety: thread-safe; Accepts() runs concurrently with Reload().
 #pragma once
 
 #include <array>

@@ -354,7 +354,8 @@ int Run(const std::string& command, CLI::App& app, Args& a) {
   shoal::ClientOptions options;
   options.timeout = std::chrono::milliseconds(a.timeout_ms);
   options.api_key = a.api_key;
-  if (a.tls || !a.tls_ca.empty() || !a.tls_cert.empty() || !a.tls_server_name.empty()) {
+  if (a.tls || !a.tls_ca.empty() || !a.tls_cert.empty() || !a.tls_key.empty() ||
+      !a.tls_server_name.empty()) {
     options.tls = shoal::TlsOptions{a.tls_ca, a.tls_cert, a.tls_key, a.tls_server_name};
   }
   Client client(a.addr, options);

@@ -30,7 +30,8 @@ TEST(ApiKeys, OnlyExactKeysAreAcceptedAsBearerTokens) {
   ASSERT_TRUE(keys.ok());
   EXPECT_TRUE((*keys)->enabled());
   EXPECT_TRUE((*keys)->AcceptsAuthorization("Bearer s3cret"));
-  for (const char* wrong : {"Bearer s3cre", "Bearer s3cretX", "Bearer ", "s3cret", "bearer s3cret",
+  EXPECT_TRUE((*keys)->AcceptsAuthorization("bearer s3cret"));  // the scheme ignores case
+  for (const char* wrong : {"Bearer s3cre", "Bearer s3cretX", "Bearer ", "s3cret", "Bearer S3CRET",
                             "Basic s3cret", ""}) {
     EXPECT_FALSE((*keys)->AcceptsAuthorization(wrong)) << wrong;
   }
