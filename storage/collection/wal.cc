@@ -96,7 +96,7 @@ absl::Status Wal::WriteBatch(const std::deque<Pending>& batch) {
   for (const Pending& p : batch) buffer.append(p.record);
   const auto start = std::chrono::steady_clock::now();
   absl::Status status = file_->Append(buffer);
-  SHOAL_FAILPOINT("wal.after_write");
+  if (status.ok()) SHOAL_FAILPOINT("wal.after_write");
   if (status.ok()) status = file_->Sync();
   if (options_.on_sync) {
     options_.on_sync(

@@ -276,9 +276,8 @@ TEST(ApiKeyFile, KeysFromTheFileAndTheEnvironmentBothWork) {
   testing::TempDir dir;
   const std::string keys = dir.Sub("api-keys");
   WriteKeys(keys, "from-file\n");
-  setenv("SHOAL_API_KEY", "from-env", 1);
-  auto server = ShoaldProcess::Start(dir.Sub("data"), {"--api-key-file", keys});
-  unsetenv("SHOAL_API_KEY");
+  auto server = ShoaldProcess::Start(dir.Sub("data"), {"--api-key-file", keys}, {},
+                                     {"SHOAL_API_KEY=from-env"});
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(List(server->addr(), std::nullopt, "from-file").ok());
   EXPECT_TRUE(List(server->addr(), std::nullopt, "from-env").ok());

@@ -31,14 +31,17 @@ inline std::string ReadWholeFile(const std::string& path) {
 class ShoaldProcess {
  public:
   // Starts shoald on `data_dir` with extra flags; fails the test (returns null) if it does not
-  // become ready within 60 s. `prefix` runs shoald under another command, e.g. taskset.
+  // become ready within 60 s. `prefix` runs shoald under another command, e.g. taskset; `env`
+  // ("NAME=value") is added to shoald's environment.
   static std::unique_ptr<ShoaldProcess> Start(const std::string& data_dir,
                                               std::vector<std::string> extra = {},
-                                              std::vector<std::string> prefix = {}) {
+                                              std::vector<std::string> prefix = {},
+                                              std::vector<std::string> env = {}) {
     auto server = LocalShoald::Start({.binary = BinDir() + "/shoald",
                                       .data_dir = data_dir,
                                       .extra_args = std::move(extra),
-                                      .prefix = std::move(prefix)});
+                                      .prefix = std::move(prefix),
+                                      .env = std::move(env)});
     if (!server.ok()) {
       ADD_FAILURE() << server.status();
       return nullptr;

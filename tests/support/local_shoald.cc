@@ -4,12 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace shoal {
 namespace {
@@ -50,6 +52,19 @@ absl::Status LocalShoald::Launch() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The child's environment, built before fork (the child may only exec).
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const absl::string_view var(*e);
+    const bool overridden = std::any_of(options_.env.begin(), options_.env.end(), [&](auto& o) {
+      return var.substr(0, var.find('=') + 1) == absl::string_view(o).substr(0, o.find('=') + 1);
+    });
+    if (!overridden) env.emplace_back(var);
+  }
+  env.insert(env.end(), options_.env.begin(), options_.env.end());
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const std::string log = log_path();
 
   pid_ = fork();
@@ -59,7 +74,7 @@ absl::Status LocalShoald::Launch() {
       dup2(fileno(f), STDOUT_FILENO);
       dup2(fileno(f), STDERR_FILENO);
     }
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;

@@ -22,6 +22,9 @@ struct LocalShoaldOptions {
   std::string data_dir;
   std::vector<std::string> extra_args;  // appended to shoald's command line
   std::vector<std::string> prefix;      // runs shoald under a command, e.g. {"taskset", "-c", "0"}
+  // "NAME=value" set in shoald's environment only (setenv in a process with gRPC threads races
+  // their getenv; this never touches the caller's environment).
+  std::vector<std::string> env;
   std::chrono::seconds start_timeout{60};
 };
 
