@@ -85,6 +85,7 @@ test-release: deps
 test-asan: deps
 	$(call build_preset,asan)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
