@@ -13,12 +13,16 @@
 #include "gtest/gtest.h"
 #include "storage/collection/collection.h"
 #include "storage/collection/manifest_store.h"
+#include "tests/fakes/collection_calls.h"
 #include "tests/fakes/faulty_file_system.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
 namespace shoal::storage {
 namespace {
+
+using testing::DeleteAndWait;
+using testing::UpsertAndWait;
 
 using Fault = testing::FaultyFileSystem::Fault;
 using Op = testing::FaultyFileSystem::Op;
@@ -33,25 +37,10 @@ std::vector<PointRecord> Points(uint64_t first, uint64_t n) {
   return points;
 }
 
-absl::Status Upsert(Collection& c, std::vector<PointRecord> points) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Upsert(std::move(points), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
-
-absl::Status Delete(Collection& c, std::vector<uint64_t> ids) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Delete(std::move(ids), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
-
 class CollectionDiskTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    IoSchedulerOptions io;
-    io.backend = IoBackendKind::kPread;
-    io.direct_io = false;
-    auto scheduler = IoScheduler::Create(io);
+    auto scheduler = testing::BufferedPreadScheduler();
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
     io_ = *std::move(scheduler);
   }
@@ -76,7 +65,7 @@ class CollectionDiskTest : public ::testing::Test {
 
   // Upserts [first, first + n); on success the ids count as acknowledged.
   absl::Status Write(Collection& c, uint64_t first, uint64_t n) {
-    absl::Status s = Upsert(c, Points(first, n));
+    absl::Status s = UpsertAndWait(c, Points(first, n));
     if (s.ok()) {
       for (uint64_t id = first; id < first + n; ++id) acked_.insert(id);
     }
@@ -147,7 +136,7 @@ TEST_P(WalAppendFaultTest, AFailedWalWriteKeepsTheCollectionReadOnlyWhateverMain
   EXPECT_FALSE(c->BuildIndex(cpu_).ok());
   EXPECT_FALSE(c->Flush(cpu_).ok());
   EXPECT_EQ(Write(*c, 72, 1).code(), GetParam().code);
-  EXPECT_EQ(Delete(*c, {1}).code(), GetParam().code);
+  EXPECT_EQ(DeleteAndWait(*c, {1}).code(), GetParam().code);
   EXPECT_EQ(c->write_health().code(), GetParam().code);
   EXPECT_EQ(c->Close().code(), GetParam().code);
   c.reset();

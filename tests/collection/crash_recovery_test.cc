@@ -6,20 +6,17 @@
 #include "core/exec/tbb_executor.h"
 #include "gtest/gtest.h"
 #include "storage/collection/collection.h"
+#include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace shoal::storage {
 namespace {
 
+using testing::UpsertAndWait;
+
 constexpr uint32_t kDim = 4;
 
 PointRecord Point(uint64_t id, float version) { return {id, {float(id), version, 0.0f, 1.0f}, ""}; }
-
-absl::Status Upsert(Collection& c, std::vector<PointRecord> points) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Upsert(std::move(points), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
 
 // Runs `hook` once, on the thread that creates the first file whose path contains `part`: a
 // write that lands between a flush's cut and its install, deterministically.
@@ -53,10 +50,7 @@ class HookFileSystem final : public FileSystemWrapper {
 class CrashRecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    IoSchedulerOptions io;
-    io.backend = IoBackendKind::kPread;
-    io.direct_io = false;
-    auto scheduler = IoScheduler::Create(io);
+    auto scheduler = testing::BufferedPreadScheduler();
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
     io_ = *std::move(scheduler);
   }
@@ -92,13 +86,13 @@ TEST_F(CrashRecoveryTest, ReopenCountsRowsKilledByATombstoneTheManifestCouldNotH
   std::unique_ptr<Collection> c = *std::move(created);
   std::vector<PointRecord> first;
   for (uint64_t id = 1; id <= 10; ++id) first.push_back(Point(id, 0));
-  ASSERT_TRUE(Upsert(*c, first).ok());
+  ASSERT_TRUE(UpsertAndWait(*c, first).ok());
   ASSERT_TRUE(c->Flush(cpu_).ok());  // seg-1: ids 1..10
-  ASSERT_TRUE(Upsert(*c, {Point(1, 1), Point(11, 0)}).ok());
+  ASSERT_TRUE(UpsertAndWait(*c, {Point(1, 1), Point(11, 0)}).ok());
   ASSERT_TRUE(c->Flush(cpu_).ok());  // seg-2: ids 1 and 11; seg-1's id 1 is dead
-  ASSERT_TRUE(Upsert(*c, {Point(12, 0)}).ok());
+  ASSERT_TRUE(UpsertAndWait(*c, {Point(12, 0)}).ok());
   absl::Status during_flush = absl::UnknownError("the hook did not run");
-  fs_.OnCreate("seg-3/ivf.meta", [&] { during_flush = Upsert(*c, {Point(1, 2)}); });
+  fs_.OnCreate("seg-3/ivf.meta", [&] { during_flush = UpsertAndWait(*c, {Point(1, 2)}); });
   ASSERT_TRUE(c->Flush(cpu_).ok());  // seg-3: id 12; id 1's third value is in the WAL only
   ASSERT_TRUE(during_flush.ok()) << during_flush;
   ASSERT_EQ(c->Stats().num_vectors, 12u);

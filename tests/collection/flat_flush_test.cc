@@ -8,10 +8,14 @@
 #include "core/index/ivf_search.h"
 #include "gtest/gtest.h"
 #include "storage/collection/collection.h"
+#include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace shoal::storage {
 namespace {
+
+using testing::DeleteAndWait;
+using testing::UpsertAndWait;
 
 constexpr uint32_t kDim = 8;
 constexpr size_t kRows = 60000;  // 60000 x 40 bytes: three exact slices of ~1 MiB
@@ -28,25 +32,10 @@ std::vector<PointRecord> Points(uint64_t first, uint64_t n) {
   return points;
 }
 
-absl::Status Upsert(Collection& c, std::vector<PointRecord> points) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Upsert(std::move(points), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
-
-absl::Status Delete(Collection& c, std::vector<uint64_t> ids) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Delete(std::move(ids), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
-
 class FlatFlushTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    IoSchedulerOptions io;
-    io.backend = IoBackendKind::kPread;
-    io.direct_io = false;
-    auto scheduler = IoScheduler::Create(io);
+    auto scheduler = testing::BufferedPreadScheduler();
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
     io_ = *std::move(scheduler);
     std::mt19937 rng(3);
@@ -147,7 +136,7 @@ TEST_F(FlatFlushTest, AFlushedFlatCollectionHasASegmentAShortWalAndAnswersIdenti
   ASSERT_NE(c, nullptr);
   std::vector<PointRecord> live = Points(0, kRows);
   for (size_t i = 0; i < kRows; i += 1000) {
-    ASSERT_TRUE(Upsert(*c, {live.begin() + long(i), live.begin() + long(i + 1000)}).ok());
+    ASSERT_TRUE(UpsertAndWait(*c, {live.begin() + long(i), live.begin() + long(i + 1000)}).ok());
   }
   const uint64_t wal_before = WalBytes();
   auto flushed = c->Flush(cpu_);
@@ -162,7 +151,7 @@ TEST_F(FlatFlushTest, AFlushedFlatCollectionHasASegmentAShortWalAndAnswersIdenti
   EXPECT_EQ(Ids(Search(*c)), expected);
 
   // Deletes and overwrites after the flush, then a restart.
-  ASSERT_TRUE(Delete(*c, {expected[0][0], expected[1][0]}).ok());
+  ASSERT_TRUE(DeleteAndWait(*c, {expected[0][0], expected[1][0]}).ok());
   live.erase(std::remove_if(live.begin(), live.end(),
                             [&](const PointRecord& p) {
                               return p.id == expected[0][0] || p.id == expected[1][0];
@@ -196,7 +185,7 @@ TEST_F(FlatFlushTest, FlushesBeyondTheSegmentLimitMergeIntoOneExactSegment) {
   for (uint64_t round = 0; round <= Collection::kMaxSegments; ++round) {
     auto batch = Points(round * 500, 500);
     live.insert(live.end(), batch.begin(), batch.end());
-    ASSERT_TRUE(Upsert(*c, std::move(batch)).ok());
+    ASSERT_TRUE(UpsertAndWait(*c, std::move(batch)).ok());
     ASSERT_TRUE(c->Flush(cpu_).ok());
   }
   EXPECT_EQ(c->Stats().num_segments, 1u);
@@ -208,7 +197,7 @@ TEST_F(FlatFlushTest, AnIvfCollectionNeverBuiltFlushesExactlyThenBuildsFromTheSe
   auto c = Create(core::IndexType::kIvfFlat);
   ASSERT_NE(c, nullptr);
   const std::vector<PointRecord> live = Points(0, 3000);
-  ASSERT_TRUE(Upsert(*c, live).ok());
+  ASSERT_TRUE(UpsertAndWait(*c, live).ok());
   ASSERT_TRUE(c->Flush(cpu_).ok());
   EXPECT_EQ(c->Stats().num_segments, 1u);
   EXPECT_EQ(Ids(Search(*c)), BruteForce(live));

@@ -16,10 +16,13 @@
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
 #include "storage/format/segment_format.h"
+#include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
 namespace shoal::storage {
 namespace {
+
+using testing::UpsertAndWait;
 
 constexpr uint32_t kDim = 16, kClusters = 12, kNlist = 16, kPqM = 8;
 constexpr size_t kRows = 3000, kQueries = 20;
@@ -42,19 +45,10 @@ std::vector<PointRecord> Points(uint64_t first, uint64_t n) {
   return points;
 }
 
-absl::Status Upsert(Collection& c, std::vector<PointRecord> points) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Upsert(std::move(points), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
-
 class ResidualSegmentTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    IoSchedulerOptions io;
-    io.backend = IoBackendKind::kPread;
-    io.direct_io = false;
-    auto scheduler = IoScheduler::Create(io);
+    auto scheduler = testing::BufferedPreadScheduler();
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
     io_ = *std::move(scheduler);
     for (const PointRecord& p : Points(1000000, kQueries)) {
@@ -111,7 +105,7 @@ class ResidualSegmentTest : public ::testing::Test {
   absl::Status Add(Collection& c, uint64_t first, uint64_t n) {
     std::vector<PointRecord> points = Points(first, n);
     live_.insert(live_.end(), points.begin(), points.end());
-    return Upsert(c, std::move(points));
+    return UpsertAndWait(c, std::move(points));
   }
 
   // Recall@10 against brute force over every row added.

@@ -19,6 +19,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/integration/recall_support.h"
 #include "tests/integration/shoald_process.h"
 
 namespace shoal {
@@ -28,39 +29,11 @@ constexpr size_t kQueries = 1000, kK = 10;
 constexpr double kTarget = 0.95;
 constexpr uint32_t kNprobeLadder[] = {1, 2, 4, 8, 16, 32, 64};
 
-// Tie-aware recall@10: a hit counts when its true distance is within the true 10th distance.
+using testing::LoadDataset;
+
 double Recall(const bench::Dataset& d, const bench::GroundTruth& gt,
               const std::vector<SearchResult>& results) {
-  size_t found = 0;
-  for (size_t q = 0; q < results.size(); ++q) {
-    const double kth = gt.dist_of(q)[kK - 1];
-    for (const Hit& hit : results[q].hits) {
-      if (hit.id >= d.n) {
-        ADD_FAILURE() << "query " << q << ": id " << hit.id << " does not exist";
-        return 0;
-      }
-      double dist = 0;
-      for (size_t j = 0; j < d.dim; ++j) {
-        const double diff = double(d.query(q)[j]) - double(d.row(hit.id)[j]);
-        dist += diff * diff;
-      }
-      if (dist <= kth * (1 + 1e-5)) ++found;
-    }
-  }
-  return double(found) / double(results.size() * kK);
-}
-
-void Load(Client& client, const std::string& name, const bench::Dataset& d) {
-  auto writer = client.OpenUpsertStream(name);
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  for (size_t first = 0; first < d.n; first += 2000) {
-    std::vector<Point> points;
-    for (size_t i = first; i < std::min(d.n, first + 2000); ++i) {
-      points.push_back({i, {d.row(i), d.row(i) + d.dim}, {}});
-    }
-    ASSERT_TRUE((*writer)->Write(points).ok());
-  }
-  ASSERT_EQ(*(*writer)->Finish(), d.n);
+  return testing::TieAwareRecall(d, gt, results, kK);
 }
 
 double RecallAt(Client& client, const std::string& name, const bench::Dataset& d,
@@ -98,7 +71,7 @@ TEST(ClusteredRecall, ResidualPqAndSq8MatchFlatsNprobeOnTightClusters) {
     builders.emplace_back([&server, &d, c] {
       Client own(server->addr());
       ASSERT_TRUE(own.CreateCollection({c.name, d.dim, Metric::kL2, {c.type, 0, c.pq_m}}).ok());
-      Load(own, c.name, d);
+      LoadDataset(own, c.name, d);
       auto built = own.BuildIndex(c.name);
       ASSERT_TRUE(built.ok()) << built.status();
       std::printf("%s: %s\n", c.name, built->c_str());

@@ -14,6 +14,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/integration/recall_support.h"
 #include "tests/integration/shoald_process.h"
 
 namespace shoal {
@@ -22,39 +23,11 @@ namespace {
 constexpr size_t kQueries = 1000, kK = 10;
 constexpr double kTarget = 0.95;
 
-// Tie-aware recall@10: a hit counts when its true distance is within the true 10th distance.
+using testing::LoadDataset;
+
 double Recall(const bench::Dataset& d, const bench::GroundTruth& gt,
               const std::vector<SearchResult>& results) {
-  size_t found = 0;
-  for (size_t q = 0; q < results.size(); ++q) {
-    const double kth = gt.dist_of(q)[kK - 1];
-    for (const Hit& hit : results[q].hits) {
-      if (hit.id >= d.n) {
-        ADD_FAILURE() << "query " << q << ": id " << hit.id << " does not exist";
-        return 0;
-      }
-      double dist = 0;
-      for (size_t j = 0; j < d.dim; ++j) {
-        const double diff = double(d.query(q)[j]) - double(d.row(hit.id)[j]);
-        dist += diff * diff;
-      }
-      if (dist <= kth * (1 + 1e-5)) ++found;
-    }
-  }
-  return double(found) / double(results.size() * kK);
-}
-
-void Load(Client& client, const std::string& name, const bench::Dataset& d) {
-  auto writer = client.OpenUpsertStream(name);
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  for (size_t first = 0; first < d.n; first += 2000) {
-    std::vector<Point> points;
-    for (size_t i = first; i < std::min(d.n, first + 2000); ++i) {
-      points.push_back({i, {d.row(i), d.row(i) + d.dim}, {}});
-    }
-    ASSERT_TRUE((*writer)->Write(points).ok());
-  }
-  ASSERT_EQ(*(*writer)->Finish(), d.n);
+  return testing::TieAwareRecall(d, gt, results, kK);
 }
 
 std::vector<SearchResult> SearchAll(Client& client, const std::string& name,
@@ -95,7 +68,7 @@ TEST(FastScanRecall, FourBitPqWithDefaultRefineReachesTargetAndSurvivesRestart) 
                                          Metric::kL2,
                                          {.type = IndexType::kIvfPq, .pq_m = c.pq_m, .pq_bits = 4}})
                       .ok());
-      Load(client, c.name, c.data);
+      LoadDataset(client, c.name, c.data);
       auto built = client.BuildIndex(c.name);
       ASSERT_TRUE(built.ok()) << built.status();
       auto info = client.DescribeCollection(c.name);

@@ -15,20 +15,17 @@
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/collection.h"
 #include "storage/sched/io_scheduler.h"
+#include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
 namespace shoal::storage {
 namespace {
 
+using testing::UpsertAndWait;
+
 constexpr uint32_t kDim = 16;
 constexpr uint32_t kNlist = 4;
-
-absl::Status Upsert(Collection& c, std::vector<PointRecord> points) {
-  std::promise<absl::StatusOr<uint64_t>> done;
-  c.Upsert(std::move(points), [&](absl::StatusOr<uint64_t> n) { done.set_value(n); });
-  return done.get_future().get().status();
-}
 
 // Every partition of every segment is probed, so the answer is exact over the snapshot.
 absl::StatusOr<std::vector<core::QueryResult>> Search(Collection& c, core::Executor& arena,
@@ -52,10 +49,7 @@ absl::StatusOr<std::vector<core::QueryResult>> Search(Collection& c, core::Execu
 class CollectionStress : public ::testing::Test {
  protected:
   void SetUp() override {
-    IoSchedulerOptions io;
-    io.backend = IoBackendKind::kPread;
-    io.direct_io = false;
-    auto scheduler = IoScheduler::Create(io);
+    auto scheduler = testing::BufferedPreadScheduler();
     ASSERT_TRUE(scheduler.ok()) << scheduler.status();
     io_ = *std::move(scheduler);
     CollectionManifest manifest;
@@ -92,14 +86,14 @@ TEST_F(CollectionStress, ConcurrentWritesFlushesAndSearchesStayConsistent) {
   for (uint64_t id = 0; id < 1000; ++id) {
     initial.push_back({id, std::vector<float>(kDim, float(id % 100)), ""});
   }
-  ASSERT_TRUE(Upsert(c, initial).ok());
+  ASSERT_TRUE(UpsertAndWait(c, initial).ok());
   std::vector<PointRecord> doomed;
   std::vector<uint64_t> doomed_ids;
   for (uint64_t id = 1000; id < 1100; ++id) {
     doomed.push_back({id, std::vector<float>(kDim, 0), ""});
     doomed_ids.push_back(id);
   }
-  ASSERT_TRUE(Upsert(c, doomed).ok());
+  ASSERT_TRUE(UpsertAndWait(c, doomed).ok());
   auto built = c.BuildIndex(arena_);
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ(c.Stats().num_segments, 1u);
@@ -119,7 +113,7 @@ TEST_F(CollectionStress, ConcurrentWritesFlushesAndSearchesStayConsistent) {
         for (int i = 0; i < 20; ++i) {
           points.push_back({rng() % 1000, std::vector<float>(kDim, float(rng() % 100)), ""});
         }
-        ASSERT_TRUE(Upsert(c, std::move(points)).ok());
+        ASSERT_TRUE(UpsertAndWait(c, std::move(points)).ok());
         acked.fetch_add(1);
       }
     });
