@@ -13,6 +13,7 @@
 #include "storage/collection/segment_writer.h"
 #include "storage/sched/io_scheduler.h"
 #include "tests/fakes/held_io_backend.h"
+#include "tests/fakes/random_segment.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
@@ -26,22 +27,8 @@ class QueryCancellationTest : public ::testing::TestWithParam<IoBackendKind> {
  protected:
   void SetUp() override {
     std::mt19937 rng(7);
-    std::normal_distribution<float> normal;
-    rows_.vectors.resize(kRows * kDim);
-    for (float& x : rows_.vectors) x = normal(rng);
-    for (uint64_t i = 0; i < kRows; ++i) rows_.ids.push_back(i + 1);
-    rows_.attributes.resize(kRows);
-    core::IvfTrainOptions o;
-    o.nlist = kNlist;
-    auto model = core::TrainIvfModel(rows_.vectors.data(), kRows, kDim, core::Metric::kL2, o);
-    ASSERT_TRUE(model.ok()) << model.status();
-    std::vector<uint32_t> assign(kRows);
-    std::vector<uint8_t> codes(kRows * model->CodeSize());
-    ASSERT_TRUE(core::AssignToCentroids(*model, rows_.vectors.data(), kRows, assign.data()).ok());
     ASSERT_TRUE(
-        core::EncodeVectors(*model, rows_.vectors.data(), kRows, assign.data(), codes.data()).ok());
-    ASSERT_TRUE(
-        WriteSegment(DefaultFileSystem(), dir_.Sub("seg"), *model, rows_, assign, codes).ok());
+        testing::WriteRandomSegment(dir_.Sub("seg"), rng, kRows, kDim, kNlist, &rows_).ok());
 
     IoSchedulerOptions options;
     // Two reads in flight, partitions never merged: most of a burst's reads wait in the queue.

@@ -17,6 +17,7 @@
 #include "storage/collection/segment.h"
 #include "storage/collection/segment_writer.h"
 #include "storage/sched/io_scheduler.h"
+#include "tests/fakes/random_segment.h"
 #include "tests/fakes/recording_io_backend.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
@@ -31,21 +32,9 @@ class QueryReadsTest : public ::testing::TestWithParam<IoBackendKind> {
  protected:
   void SetUp() override {
     std::mt19937 rng(11);
-    std::normal_distribution<float> normal;
-    rows_.vectors.resize(kRows * kDim);
-    for (float& x : rows_.vectors) x = normal(rng);
-    for (uint64_t i = 0; i < kRows; ++i) rows_.ids.push_back(i + 1);
-    rows_.attributes.resize(kRows);
-    core::IvfTrainOptions o;
-    o.nlist = kNlist;
-    auto model = core::TrainIvfModel(rows_.vectors.data(), kRows, kDim, core::Metric::kL2, o);
-    ASSERT_TRUE(model.ok()) << model.status();
-    std::vector<uint32_t> assign(kRows);
-    std::vector<uint8_t> codes(kRows * model->CodeSize());
-    ASSERT_TRUE(core::AssignToCentroids(*model, rows_.vectors.data(), kRows, assign.data()).ok());
-    ASSERT_TRUE(core::EncodeVectors(*model, rows_.vectors.data(), kRows, assign.data(), codes.data()).ok());
     ASSERT_TRUE(
-        WriteSegment(DefaultFileSystem(), dir_.Sub("seg"), *model, rows_, assign, codes).ok());
+        testing::WriteRandomSegment(dir_.Sub("seg"), rng, kRows, kDim, kNlist, &rows_).ok());
+    std::normal_distribution<float> normal;
     query_.resize(kDim);
     for (float& x : query_) x = normal(rng);
   }
