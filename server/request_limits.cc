@@ -39,7 +39,8 @@ absl::Status CheckRequest(uint64_t bytes, const RequestLimits& limits, const std
 absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchShape& shape,
                                     const RequestLimits& limits) {
   const uint64_t nq = uint64_t(req.queries_size()), k = req.k();
-  const uint64_t refine = std::max<uint64_t>(1, req.refine_factor());
+  const uint64_t refine =
+      std::max<uint64_t>(1, req.refine_factor() ? req.refine_factor() : shape.default_refine);
   const uint64_t per_query = k * refine;  // k <= 10000 and refine < 2^32: no overflow
   if (per_query > limits.max_candidates_per_query) {
     return absl::InvalidArgumentError(absl::StrCat(

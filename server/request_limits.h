@@ -48,6 +48,9 @@ struct SearchShape {
   // Partitions the plan holds per query, summed over segments: the effective nprobe of each
   // IVF segment, every partition of an exact one.
   uint64_t plan_entries_per_query = 0;
+  // The refine factor the engine uses when the request sets none (a 4-bit fast-scan segment's
+  // default, core::kDefaultFastScanRefine), so its candidates are priced too; 0 = none.
+  uint32_t default_refine = 0;
 };
 
 // Estimated bytes the request will hold, or the error that refuses it.

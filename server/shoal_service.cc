@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
+#include "core/index/fastscan_model.h"
 #include "core/index/ivf_search.h"
 #include "core/index/partition_scan.h"
 #include "server/convert.h"
@@ -308,6 +309,7 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
   shape.dim = collection.dim();
   for (const core::IvfSegmentRef& seg : snapshot.segments) {
     shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
+    if (core::IsFastScan(*seg.model)) shape.default_refine = core::kDefaultFastScanRefine;
     // As the engine plans each segment: exact ones whole, IVF ones at nprobe.
     const uint64_t nlist = seg.model->nlist();
     shape.plan_entries_per_query +=

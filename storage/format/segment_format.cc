@@ -103,8 +103,9 @@ absl::StatusOr<IvfMeta> DecodeIvfMeta(std::string_view data) {
     }
   } else if (m.encoding == VectorEncoding::kPq) {
     uint64_t pq_m = 0, nbits = 0;
+    // Only the widths the scorer reads: 8-bit codes, or 4-bit fast-scan pairs (even m).
     if (!in.GetVarint64(&pq_m) || !in.GetVarint64(&nbits) || pq_m == 0 || dim % pq_m != 0 ||
-        nbits == 0 || nbits > 16) {
+        (nbits != 8 && !(nbits == 4 && pq_m % 2 == 0))) {
       return Corrupt("bad PQ parameters");
     }
     m.pq_m = uint32_t(pq_m);

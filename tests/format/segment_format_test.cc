@@ -187,6 +187,22 @@ TEST(SegmentFormat, OnlySq8AndPqCodesMayBeResidual) {
   EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(flat)).status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(SegmentFormat, PqWidthsTheScorerCannotReadAreDataLoss) {
+  // 8-bit codes and 4-bit pairs are scored; any other width would index past the tables.
+  for (uint32_t nbits : {1u, 5u, 7u, 16u}) {
+    IvfMeta pq = Meta(VectorEncoding::kPq);
+    pq.model.pq_nbits = nbits;
+    pq.model.pq_codebooks.assign((size_t(1) << nbits) * 8, 0.25f);
+    EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(pq)).status().code(), absl::StatusCode::kDataLoss)
+        << nbits;
+  }
+  IvfMeta odd = Meta(VectorEncoding::kPq);  // 4 bits need sub-quantizers in pairs
+  odd.model.pq_m = 1;
+  odd.model.pq_nbits = 4;
+  odd.model.pq_codebooks.assign(16 * 8, 0.25f);
+  EXPECT_EQ(DecodeIvfMeta(EncodeIvfMeta(odd)).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(SegmentFormat, AFutureVersionIsRefusedNamingTheVersion) {
   const auto s = DecodeIvfMeta(WithVersion(EncodeIvfMeta(Meta(VectorEncoding::kPq)), 4)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;

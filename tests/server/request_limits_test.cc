@@ -40,6 +40,20 @@ TEST(RequestLimits, TooManyCandidatesPerQueryNamesRefineFactor) {
   EXPECT_THAT(std::string(cost.status().message()), HasSubstr("k: "));
 }
 
+TEST(RequestLimits, AFastScanSegmentsDefaultRefineIsPricedWhenTheRequestSetsNone) {
+  SearchShape fast_scan = FlatShape(4);
+  fast_scan.default_refine = 10;  // the engine re-ranks k * 10 candidates
+  RequestLimits limits;
+  limits.max_candidates_per_query = 50;
+  EXPECT_TRUE(SearchCost(SearchOf(1, 4, 10), FlatShape(4), limits).ok());
+  EXPECT_EQ(SearchCost(SearchOf(1, 4, 10), fast_scan, limits).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto plain = SearchCost(SearchOf(100, 4, 5), FlatShape(4), RequestLimits{});
+  auto priced = SearchCost(SearchOf(100, 4, 5), fast_scan, RequestLimits{});
+  ASSERT_TRUE(plain.ok() && priced.ok());
+  EXPECT_GT(*priced, *plain);
+}
+
 TEST(RequestLimits, AResponseLargerThanAMessageIsRefused) {
   auto cost = SearchCost(SearchOf(10000, 4, 10000), FlatShape(4), RequestLimits{});
   EXPECT_EQ(cost.status().code(), absl::StatusCode::kResourceExhausted);
