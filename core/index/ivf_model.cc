@@ -31,6 +31,27 @@ size_t IvfModel::QuantizerCodeSize() const {
   return 0;
 }
 
+CentroidNormCache& CentroidNormCache::operator=(const CentroidNormCache&) noexcept {
+  absl::MutexLock lock(&mu_);
+  norms_.reset();
+  return *this;
+}
+
+std::shared_ptr<const CentroidNorms> CentroidNormCache::Get(const float* centroids, size_t nlist,
+                                                            size_t dim) const {
+  absl::MutexLock lock(&mu_);
+  if (norms_ && norms_->norms.size() == nlist) return norms_;
+  auto fresh = std::make_shared<CentroidNorms>();
+  fresh->norms.resize(nlist);
+  for (size_t p = 0; p < nlist; ++p) {
+    const float* c = centroids + p * dim;
+    fresh->norms[p] = InnerProduct(c, c, dim);
+    fresh->max = std::max(fresh->max, fresh->norms[p]);
+  }
+  norms_ = std::move(fresh);
+  return norms_;
+}
+
 namespace {
 
 // Runs `fn` (FAISS or BLAS work) and turns what it throws into a Status naming `step`: FAISS

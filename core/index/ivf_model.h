@@ -33,14 +33,42 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/metric.h"
 
 namespace shoal::core {
 
 enum class VectorEncoding : uint8_t { kFlat = 1, kSq8 = 2, kPq = 3 };
+
+struct CentroidNorms {
+  std::vector<float> norms;  // |c|^2 of every centroid
+  float max = 0;             // the largest of them
+};
+
+// The centroid norms of a model, computed on first use (batched routing needs them for every
+// request: core/index/coarse_router.h) and kept. A copied, moved or assigned-to cache starts
+// empty, since its model may be given other centroids; a cache whose size no longer matches
+// nlist is recomputed. REQUIRES: a model's centroids do not change once Get has seen them (an
+// IvfModel is immutable once trained).
+//
+// Thread-safe: Get may be called concurrently; the first caller computes.
+class CentroidNormCache {
+ public:
+  CentroidNormCache() = default;
+  CentroidNormCache(const CentroidNormCache&) noexcept {}
+  CentroidNormCache& operator=(const CentroidNormCache&) noexcept;
+
+  std::shared_ptr<const CentroidNorms> Get(const float* centroids, size_t nlist, size_t dim) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::shared_ptr<const CentroidNorms> norms_ ABSL_GUARDED_BY(mu_);
+};
 
 struct IvfModel {
   uint32_t dim = 0;
@@ -55,9 +83,14 @@ struct IvfModel {
   bool exact = false;
   // SQ8/PQ only: codes encode x - centroid (see above). False for kFlat.
   bool residual = false;
+  // Derived from centroids on first use; never stored on disk.
+  CentroidNormCache centroid_norms;
 
   size_t nlist() const { return dim ? centroids.size() / dim : 0; }
   const float* centroid(size_t p) const { return centroids.data() + p * dim; }
+  std::shared_ptr<const CentroidNorms> CentroidNormsSq() const {
+    return centroid_norms.Get(centroids.data(), nlist(), dim);
+  }
   // Bytes of the quantizer's code of one vector (dim floats, dim bytes, or pq_m bytes).
   size_t QuantizerCodeSize() const;
   // A residual L2 model stores the float term |r^|^2 + 2<c, r^> after each quantizer code.

@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "core/index/coarse_router.h"
 #include "core/index/distance.h"
 #include "core/index/fastscan_model.h"
 #include "core/index/partition_scan.h"
@@ -156,8 +157,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   void Plan() {
     const size_t nq = req_.num_queries, dim = req_.dim;
     std::vector<Work> work;
-    std::vector<float> dist;
-    std::vector<uint32_t> order;
+    std::vector<Probe> probes;
     for (uint32_t s = 0; s < req_.segments.size(); ++s) {
       const IvfSegmentRef& seg = req_.segments[s];
       const IvfModel& model = *seg.model;
@@ -166,23 +166,13 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       const size_t nprobe =
           model.exact ? nlist : std::min<size_t>(std::max<uint32_t>(1, req_.nprobe), nlist);
       std::vector<int64_t> work_of(nlist, -1);
-      dist.resize(nlist);
-      order.resize(nlist);
+      // Batched coarse search (one sgemm per block of queries); may throw bad_alloc, which
+      // Route's Catching turns into the request's status.
+      RouteQueries(model, req_.queries.data(), nq, nprobe, &probes);
       for (uint32_t q = 0; q < nq; ++q) {
-        const float* query = req_.queries.data() + size_t(q) * dim;
-        if (IsSimilarity(model.metric)) {
-          InnerProductMany(query, model.centroids.data(), nlist, dim, dist.data());
-          for (float& d : dist) d = -d;
-        } else {
-          L2SqrMany(query, model.centroids.data(), nlist, dim, dist.data());
-        }
-        for (uint32_t i = 0; i < nlist; ++i) order[i] = i;
-        std::partial_sort(order.begin(), order.begin() + nprobe, order.end(),
-                          [&](uint32_t a, uint32_t b) {
-                            return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
-                          });
+        const Probe* route = probes.data() + size_t(q) * nprobe;
         for (uint32_t rank = 0; rank < nprobe; ++rank) {
-          const uint32_t p = order[rank];
+          const uint32_t p = route[rank].partition;
           if (seg.partition_rows[p] == 0) continue;
           if (work_of[p] < 0) {
             work_of[p] = int64_t(work.size());
@@ -196,7 +186,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
           Work& w = work[size_t(work_of[p])];
           w.rank = std::min(w.rank, rank);
           w.queries.push_back(q);
-          w.coarse_keys.push_back(dist[p]);
+          w.coarse_keys.push_back(route[rank].key);
         }
       }
       prepared_.push_back(std::make_unique<PreparedQueries>(model, req_.queries.data(), nq));
