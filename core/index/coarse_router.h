@@ -6,7 +6,7 @@
 // of core/index/distance.h, order by (key, partition id), keep the first nprobe): the same
 // partitions, in the same order, with bit-identical keys, ties broken by the smaller id.
 //
-// A batch of at least CoarseRouterOptions::min_queries_for_gemm queries is scored with one BLAS
+// A batch of at least MinQueriesForRouterGemm(dim) queries is scored with one BLAS
 // sgemm per block of queries instead: key ~ |q|^2 + |c|^2 - 2<q, c> (L2) or -<q, c>. Those
 // approximate keys only shortlist. Both they and the kernels' keys are within a rounding bound
 // B = 8 * gamma(dim + 8) * (|q|^2 + max |c|^2) of the true distance (gamma(n) = n u / (1 - n u),
@@ -43,14 +43,16 @@ struct Probe {
   float key = 0;  // |q - c|^2 (L2) or -<q, c> (IP, cosine), from the SIMD kernel
 };
 
-// A batch this large is routed through sgemm: below it, one SIMD pass per query is faster
-// (measured with route-bench, bench/route_bench.cc).
-inline constexpr size_t kMinQueriesForRouterGemm = 4;
+// A batch of at least this many queries is routed through sgemm; below it, one SIMD pass per
+// query is faster. sgemm has a fixed cost (packing the centroids) that a pass of a low-dim
+// query does not amortise: about 4 queries at 784-d and 16 at 128-d break even (route-bench,
+// bench/route_bench.cc), hence max(4, 2048 / dim).
+size_t MinQueriesForRouterGemm(size_t dim);
 // Floats of sgemm output per block of queries: the engine's per-thread scratch bound.
 inline constexpr size_t kRouterScratchFloats = size_t(1) << 20;  // 4 MiB
 
 struct CoarseRouterOptions {
-  size_t min_queries_for_gemm = kMinQueriesForRouterGemm;
+  size_t min_queries_for_gemm = 0;  // 0: MinQueriesForRouterGemm(dim)
   size_t max_scratch_floats = kRouterScratchFloats;
 };
 

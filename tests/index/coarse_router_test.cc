@@ -125,9 +125,11 @@ TEST(CoarseRouter, NearTiesThatSgemmRoundingWouldReorderAreRescoredExactly) {
   constexpr size_t kDim = 32, kNlist = 64, kNq = 16, kNprobe = 5;
   const IvfModel model = Model(Metric::kL2, kNlist, kDim, 4, 1000.0f);
   const std::vector<float> queries = Gaussian(kNq, kDim, 5, 1000.0f);
+  CoarseRouterOptions gemm;
+  gemm.min_queries_for_gemm = 1;
   CoarseRouterStats stats;
   std::vector<Probe> got;
-  RouteQueries(model, queries.data(), kNq, kNprobe, &got, {}, &stats);
+  RouteQueries(model, queries.data(), kNq, kNprobe, &got, gemm, &stats);
   ExpectSameRoutes(got, Reference(model, queries.data(), kNq, kNprobe));
   EXPECT_EQ(stats.gemm_queries, kNq);
   EXPECT_GT(stats.rescored, kNq * kNprobe);
@@ -166,6 +168,20 @@ TEST(CoarseRouter, QueriesWhoseSgemmKeysOverflowAreRoutedPerQuery) {
   ExpectSameRoutes(got, Reference(model, queries.data(), 6, 3));
   EXPECT_EQ(stats.fallback_queries, 1u);
   EXPECT_EQ(stats.gemm_queries, 5u);
+}
+
+TEST(CoarseRouter, SmallBatchesOfLowDimQueriesStayOnThePerQueryPath) {
+  EXPECT_EQ(MinQueriesForRouterGemm(784), 4u);
+  EXPECT_EQ(MinQueriesForRouterGemm(128), 16u);
+  const IvfModel model = Model(Metric::kL2, 64, 128, 12);
+  const std::vector<float> queries = Gaussian(16, 128, 13);
+  for (size_t nq : {15, 16}) {
+    CoarseRouterStats stats;
+    std::vector<Probe> got;
+    RouteQueries(model, queries.data(), nq, 4, &got, {}, &stats);
+    EXPECT_EQ(stats.gemm_queries, nq == 16 ? 16u : 0u);
+    ExpectSameRoutes(got, Reference(model, queries.data(), nq, 4));
+  }
 }
 
 TEST(CentroidNormCache, AModelKeepsItsNormsAndACopyRecomputesAfterItsCentroidsChange) {
