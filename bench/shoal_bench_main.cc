@@ -7,6 +7,8 @@
 // each --clients value and batched for each --batch value, then at the operating point (the
 // smallest knob reaching --operating-recall) run the open-loop --rate points and, for Shoal with
 // --cold, a cold pass (server restarted, page cache dropped) followed by a warm one.
+// A target spelled shoal:ivf_flat@search.share_scans=false runs the same index under a shoald
+// started with that config override, so settings are compared in one run.
 // Writes DIR/results.csv, DIR/report.md and DIR/plots/*.png. See bench/README.md.
 #include <unistd.h>
 
@@ -87,15 +89,24 @@ std::optional<IndexType> ParseIndexType(const std::string& name) {
   return std::nullopt;
 }
 
-absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spec, const Options& o,
+absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spelled, const Options& o,
                                                    uint32_t nlist, uint32_t pq_m) {
+  // "shoal:ivf_flat@search.share_scans=false": a Shoal target with shoald config overrides.
+  auto split = SplitTargetOverrides(spelled);
+  if (!split.ok()) return split.status();
+  const std::string& spec = split->first;
+  if (!split->second.empty() && !spec.starts_with("shoal:")) {
+    return absl::InvalidArgumentError(spelled + ": @key=value overrides apply to shoal: targets");
+  }
   const size_t colon = spec.find(':');
   // "shoal:ivf_pq4" and "faiss:ivf_pqfs": IVF_PQ with 4-bit fast-scan codes.
   const bool four_bit = spec == "shoal:ivf_pq4" || spec == "faiss:ivf_pqfs";
-  const std::optional<IndexType> index = four_bit ? std::optional(IndexType::kIvfPq)
-                                         : colon == std::string::npos
-                                             ? std::nullopt
-                                             : ParseIndexType(spec.substr(colon + 1));
+  std::optional<IndexType> index;
+  if (four_bit) {
+    index = IndexType::kIvfPq;
+  } else if (colon != std::string::npos) {
+    index = ParseIndexType(spec.substr(colon + 1));
+  }
   if (spec.starts_with("shoal:") && index) {
     const bool quantized = *index == IndexType::kIvfSq8 || *index == IndexType::kIvfPq;
     return std::make_unique<ShoalTarget>(ShoalParams{.index = *index,
@@ -106,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spec, cons
                                                      .shoald_binary = o.shoald,
                                                      .data_root = o.data_root,
                                                      .server_args = o.server_args,
+                                                     .config_overrides = split->second,
                                                      .external_addr = o.target_addr,
                                                      .metrics_url = o.metrics_url,
                                                      .server_pid = o.server_pid});
@@ -248,9 +260,14 @@ class Bench {
       return absl::InternalError(absl::StrCat(what, ": every request failed: ", p.first_error));
     }
     Row row = MakeRow(d_, gt_, t.name(), t.knob_name(), knob, mode, spec, p);
+    // Shoal: mean queries per partition scan, "-" when shoald does not export the histogram.
+    const std::string per_scan = t.in_process() ? ""
+                                 : std::isnan(row.queries_per_scan)
+                                     ? "  q/scan -"
+                                     : absl::StrFormat("  q/scan %.2f", row.queries_per_scan);
     progress_.Line(
-        absl::StrFormat("%-52s recall@10 %.3f  %7.0f q/s  p50 %.2f ms  p99 %.2f ms%s", what,
-                        row.recall10, row.qps, row.p50_ms, row.p99_ms,
+        absl::StrFormat("%-52s recall@10 %.3f  %7.0f q/s  p50 %.2f ms  p99 %.2f ms%s%s", what,
+                        row.recall10, row.qps, row.p50_ms, row.p99_ms, per_scan,
                         p.errors ? absl::StrCat("  ", p.errors, " errors: ", p.first_error) : ""));
     csv_.Append(row);
     rows_.push_back(row);
@@ -367,7 +384,10 @@ int main(int argc, char** argv) {
   app.add_option("--extra-k", o.extra_ks,
                  "also sweep with these k (closed loop, busiest --clients); recall@100 needs 100")
       ->delimiter(',');
-  app.add_option("--targets", o.targets, "comma-separated targets")->delimiter(',');
+  app.add_option("--targets", o.targets,
+                 "comma-separated targets; shoal:...@key=value[@key=value] starts that target's "
+                 "shoald with config overrides (e.g. shoal:ivf_flat@search.share_scans=false)")
+      ->delimiter(',');
   app.add_option("--nlist", o.nlist, "IVF partitions; 0 = about 4 sqrt(n)");
   app.add_option("--pq-m", o.pq_m, "PQ sub-quantizers; 0 = most that divide dim, <= 64");
   app.add_option("--refine", o.refine, "re-rank factor for SQ8/PQ");

@@ -34,6 +34,7 @@ struct Row {
   double index_heap_mb = NAN;       // FAISS / hnswlib: heap the index holds
   double bytes_per_query = NAN;     // storage reads (Shoal)
   double cache_hit_ratio = NAN;     // partition cache (Shoal)
+  double queries_per_scan = NAN;    // Shoal: mean queries one partition scan served
   std::vector<std::pair<double, double>> cdf;  // latency (ms, fraction); not in the CSV
 
   std::string group() const;  // which curve: "closed-c16-k10", "batch-b100-k10", ...

@@ -4,14 +4,19 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <sstream>
+#include <fstream>
+#include <set>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "bench/harness/process_usage.h"
+#include "bench/harness/prometheus.h"
 
 namespace shoal::bench {
 namespace {
@@ -30,20 +35,101 @@ void DropPageCache(const std::string& dir) {
   }
 }
 
-// The value of an unlabelled sample `name` in Prometheus text, if present.
-std::optional<uint64_t> Sample(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.starts_with(name + " ")) continue;
-    double value = 0;
-    if (absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(name.size() + 1)), &value)) {
-      return uint64_t(value);
+std::optional<uint64_t> Count(std::optional<double> v) {
+  return v ? std::optional<uint64_t>(uint64_t(*v)) : std::nullopt;
+}
+
+bool ValidKey(std::string_view key) {
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != key.npos) {
+    return false;
+  }
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  });
+}
+
+struct YamlNode {
+  std::string name, value;
+  std::vector<YamlNode> children;
+};
+
+void Insert(YamlNode* node, const std::vector<std::string>& parts, size_t i,
+            const std::string& value) {
+  if (i == parts.size()) {
+    node->value = value;
+    return;
+  }
+  auto it = std::find_if(node->children.begin(), node->children.end(),
+                         [&](const YamlNode& c) { return c.name == parts[i]; });
+  if (it == node->children.end()) {
+    node->children.push_back({parts[i], "", {}});
+    it = node->children.end() - 1;
+  }
+  Insert(&*it, parts, i + 1, value);
+}
+
+void Emit(const YamlNode& node, size_t indent, std::string* out) {
+  for (const YamlNode& c : node.children) {
+    absl::StrAppend(out, std::string(indent, ' '), c.name, ":");
+    if (c.children.empty()) {
+      std::string quoted = absl::StrReplaceAll(c.value, {{"\\", "\\\\"}, {"\"", "\\\""}});
+      absl::StrAppend(out, " \"", quoted, "\"\n");
+    } else {
+      absl::StrAppend(out, "\n");
+      Emit(c, indent + 2, out);
     }
   }
-  return std::nullopt;
+}
+
+// 'text' for /bin/sh.
+std::string ShellQuote(const std::string& text) {
+  return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "'\\''"}}), "'");
+}
+
+// What `binary --config path --print-config` prints (stdout), or why it failed.
+absl::StatusOr<std::string> PrintConfig(const std::string& binary, const std::string& path) {
+  const std::string command =
+      absl::StrCat(ShellQuote(binary), " --config ", ShellQuote(path), " --print-config 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return absl::InternalError("cannot run " + command);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  if (pclose(pipe) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(command, " failed: ", out));
+  }
+  return out;
 }
 
 }  // namespace
+
+absl::StatusOr<std::pair<std::string, std::vector<ConfigOverride>>> SplitTargetOverrides(
+    std::string_view spec) {
+  const std::vector<std::string> parts = absl::StrSplit(std::string(spec), '@');
+  std::vector<ConfigOverride> overrides;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    const std::string key = parts[i].substr(0, eq);
+    if (eq == std::string::npos || !ValidKey(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target ", std::string(spec), ": '", parts[i],
+                       "' is not key=value with a dotted config key (e.g. search.nprobe=8)"));
+    }
+    overrides.push_back({key, parts[i].substr(eq + 1)});
+  }
+  return std::make_pair(parts[0], std::move(overrides));
+}
+
+std::string OverridesYaml(const std::vector<ConfigOverride>& overrides) {
+  YamlNode root;
+  for (const ConfigOverride& o : overrides) {
+    const std::vector<std::string> parts = absl::StrSplit(o.key, '.');
+    Insert(&root, parts, 0, o.value);
+  }
+  std::string out = "# shoal-bench config overrides\n";
+  Emit(root, 0, &out);
+  return out;
+}
 
 ShoalTarget::ShoalTarget(ShoalParams params) : params_(std::move(params)) {}
 ShoalTarget::~ShoalTarget() {
@@ -52,6 +138,14 @@ ShoalTarget::~ShoalTarget() {
 }
 
 std::string ShoalTarget::name() const {
+  std::string name = BaseName();
+  for (const ConfigOverride& o : params_.config_overrides) {
+    absl::StrAppend(&name, "@", o.key, "=", o.value);
+  }
+  return name;
+}
+
+std::string ShoalTarget::BaseName() const {
   std::string name = "shoal:" + IndexTypeName(params_.index);
   if (params_.index == IndexType::kIvfPq) {
     if (params_.pq_bits == 4) name += "4";
@@ -76,21 +170,52 @@ absl::Status ShoalTarget::StartServer() {
   }
   std::error_code ec;
   std::filesystem::create_directories(data_dir_, ec);
+  std::vector<std::string> args = params_.server_args;
+  if (!overrides_path_.empty()) args.push_back("--config=" + overrides_path_);
   auto server = LocalShoald::Start(
-      {.binary = params_.shoald_binary, .data_dir = data_dir_, .extra_args = params_.server_args});
+      {.binary = params_.shoald_binary, .data_dir = data_dir_, .extra_args = std::move(args)});
   if (!server.ok()) return server.status();
   server_ = *std::move(server);
   client_ = std::make_unique<Client>(server_->grpc_addr());
   return absl::OkStatus();
 }
 
+// Writes the overrides' YAML beside the data directory and checks, with the same binary's
+// --print-config, that shoald knows every key: its config loader skips unknown ones, and an
+// "off" run that silently ran "on" would measure nothing.
+absl::Status ShoalTarget::WriteOverrides() {
+  if (params_.config_overrides.empty()) return absl::OkStatus();
+  if (!params_.external_addr.empty()) {
+    return absl::InvalidArgumentError(
+        name() + ": config overrides need the harness's own shoald, not --target");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(params_.data_root, ec);
+  overrides_path_ = data_dir_ + ".overrides.yaml";
+  std::ofstream(overrides_path_) << OverridesYaml(params_.config_overrides);
+  auto printed = PrintConfig(params_.shoald_binary, overrides_path_);
+  if (!printed.ok()) return printed.status();
+  const std::set<std::string> known = YamlLeafKeys(*printed);
+  for (const ConfigOverride& o : params_.config_overrides) {
+    if (!known.contains(o.key)) {
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": ", params_.shoald_binary,
+                                                     " has no setting ", o.key,
+                                                     " (see its --print-config)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShoalTarget::Build(const Dataset& d) {
   dim_ = d.dim;
-  collection_ = absl::StrFormat("bench_%s_%s_%08x", d.name, name().substr(6), uint32_t(d.checksum));
+  // The collection does not depend on the overrides: "@..." variants search the same index.
+  collection_ =
+      absl::StrFormat("bench_%s_%s_%08x", d.name, BaseName().substr(6), uint32_t(d.checksum));
   for (char& c : collection_) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
   }
   data_dir_ = params_.data_root + "/" + collection_;
+  if (absl::Status s = WriteOverrides(); !s.ok()) return s;
   if (absl::Status s = StartServer(); !s.ok()) return s;
   auto info = client_->DescribeCollection(collection_);
   const bool needs_index = params_.index != IndexType::kFlat;
@@ -174,9 +299,11 @@ ResourceUsage ShoalTarget::Usage() {
   http.set_connection_timeout(5);
   http.set_read_timeout(10);
   if (auto res = http.Get(url.substr(path_at)); res && res->status == 200) {
-    u.bytes_read = Sample(res->body, "shoal_io_read_bytes_total");
-    u.cache_hits = Sample(res->body, "shoal_cache_hits_total");
-    u.cache_misses = Sample(res->body, "shoal_cache_misses_total");
+    u.bytes_read = Count(PrometheusSample(res->body, "shoal_io_read_bytes_total"));
+    u.cache_hits = Count(PrometheusSample(res->body, "shoal_cache_hits_total"));
+    u.cache_misses = Count(PrometheusSample(res->body, "shoal_cache_misses_total"));
+    u.scan_queries_sum = PrometheusSample(res->body, "shoal_search_queries_per_scan_sum");
+    u.scans = PrometheusSample(res->body, "shoal_search_queries_per_scan_count");
   }
   return u;
 }

@@ -7,6 +7,16 @@
 // otherwise it is (re)created, loaded through an upsert stream and indexed with BuildIndex.
 // The knob is nprobe (none for FLAT).
 //
+// Config overrides: a target spelled "shoal:ivf_flat@search.share_scans=false" (any number of
+// "@key=value", keys as in `shoald --print-config`) starts its own shoald with those settings,
+// written to a YAML file passed with --config (so --server-arg flags still win over them). It
+// searches the same collection as the target without overrides, so "on vs off" compares one
+// index in one run. Keys shoald does not know are refused before it starts (shoald itself
+// would ignore them). Needs the harness's own server, not --target.
+//
+// Usage() also reads shoal_search_queries_per_scan's _sum and _count (how many queries one
+// partition scan served), when the server exports it.
+//
 // MakeCold() restarts the server and drops the page cache of its files (posix_fadvise), so the
 // next queries read from the device, through O_DIRECT when --io-direct is among server_args.
 //
@@ -17,6 +27,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench/harness/target.h"
@@ -24,6 +36,20 @@
 #include "tests/support/local_shoald.h"
 
 namespace shoal::bench {
+
+struct ConfigOverride {
+  std::string key;  // dotted YAML key, "search.share_scans"
+  std::string value;
+};
+
+// Splits "shoal:ivf_flat@a.b=1@c.d=x" into the target ("shoal:ivf_flat") and its overrides.
+// INVALID_ARGUMENT names a part without '=' or a key that is not dotted lower-case
+// ([a-z0-9_], '.' between parts).
+absl::StatusOr<std::pair<std::string, std::vector<ConfigOverride>>> SplitTargetOverrides(
+    std::string_view spec);
+// The overrides as a YAML document (dotted keys nest; values double-quoted, which shoald's
+// parser reads as the same scalar).
+std::string OverridesYaml(const std::vector<ConfigOverride>& overrides);
 
 struct ShoalParams {
   IndexType index = IndexType::kIvfFlat;
@@ -35,6 +61,7 @@ struct ShoalParams {
   std::string shoald_binary = "build/bin/shoald";
   std::string data_root = "build/bench-data";  // one sub-directory per target
   std::vector<std::string> server_args;
+  std::vector<ConfigOverride> config_overrides;  // own server only; part of name()
   // Or an external one:
   std::string external_addr;
   std::string metrics_url;  // http://host:port/metrics
@@ -60,6 +87,8 @@ class ShoalTarget final : public Target {
   std::string server_log() const { return server_ ? server_->log_path() : ""; }
 
  private:
+  std::string BaseName() const;  // name() without the overrides: names the collection
+  absl::Status WriteOverrides();
   absl::Status StartServer();
   absl::Status Load(const Dataset& d);
   std::string MetricsUrl() const;
@@ -67,6 +96,7 @@ class ShoalTarget final : public Target {
   const ShoalParams params_;
   std::string collection_;
   std::string data_dir_;
+  std::string overrides_path_;  // YAML for --config, when there are overrides
   uint32_t dim_ = 0;
   uint32_t nprobe_ = 0;
   std::unique_ptr<LocalShoald> server_;

@@ -25,6 +25,9 @@ struct ResourceUsage {
   std::optional<uint64_t> index_heap_bytes;       // in-process: heap the index holds now
   std::optional<uint64_t> bytes_read;             // storage bytes read (Shoal's /metrics)
   std::optional<uint64_t> cache_hits, cache_misses;
+  // Shoal's shoal_search_queries_per_scan histogram: _sum (queries scored by partition scans)
+  // and _count (scans); absent when the server does not export it.
+  std::optional<double> scan_queries_sum, scans;
 };
 
 class Target {

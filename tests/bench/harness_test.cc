@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -16,7 +17,9 @@
 #include "bench/harness/hnsw_target.h"
 #include "bench/harness/latency_histogram.h"
 #include "bench/harness/process_usage.h"
+#include "bench/harness/prometheus.h"
 #include "bench/harness/report.h"
+#include "bench/harness/shoal_target.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
@@ -412,7 +415,7 @@ TEST(Report, BestQpsRatiosCsvAndPlots) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), rows.size() + 1);
   for (const std::string& line : lines) {
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 24) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 25) << line;
   }
   EXPECT_THAT(lines[1], HasSubstr("ds,shoal:ivf_flat,nprobe,4,closed,1,1,"));
 
@@ -422,6 +425,121 @@ TEST(Report, BestQpsRatiosCsvAndPlots) {
   script << gp.rdbuf();
   EXPECT_THAT(script.str(), HasSubstr("recall_qps_ds_closed-c1-k10.png"));
   EXPECT_TRUE(std::filesystem::exists(dir.Sub("plots/ds_closed-c1-k10_hnsw.dat")));
+}
+
+TEST(Report, QueriesPerScanIsTheHistogramsMeanOverThePointAndADashWhenAbsent) {
+  PointResult p;
+  p.queries = 100;
+  p.before.scan_queries_sum = 50;
+  p.before.scans = 40;
+  p.after.scan_queries_sum = 350;
+  p.after.scans = 140;  // 300 queries over 100 scans in this point
+  const Dataset d = Small(200, 4, 5);
+  GroundTruth gt;
+  Row shared = MakeRow(d, gt, "shoal:ivf_flat", "nprobe", 8, "closed", {}, p);
+  EXPECT_DOUBLE_EQ(shared.queries_per_scan, 3.0);
+  p.before.scans.reset();  // a server without the metric
+  Row unknown =
+      MakeRow(d, gt, "shoal:ivf_flat@search.share_scans=false", "nprobe", 8, "closed", {}, p);
+  EXPECT_TRUE(std::isnan(unknown.queries_per_scan));
+  const std::string md = MarkdownReport({shared, unknown}, {.title = "t"}, {});
+  EXPECT_THAT(md, HasSubstr(" | 3.00 | 0 |\n"));
+  EXPECT_THAT(md, HasSubstr(" | - | 0 |\n"));
+}
+
+// ---- Shoal target: metrics, overrides --------------------------------------------------------
+
+TEST(Prometheus, ReadsUnlabelledSamplesAndHistogramSumAndCount) {
+  const std::string text =
+      "# HELP shoal_search_queries_per_scan Queries scored by one partition scan\n"
+      "# TYPE shoal_search_queries_per_scan histogram\n"
+      "shoal_search_queries_per_scan_bucket{le=\"1\"} 3\n"
+      "shoal_search_queries_per_scan_sum 1234.5\n"
+      "shoal_search_queries_per_scan_count 321 1700000000000\n"
+      "shoal_io_read_bytes_total{kind=\"raw\"} 9\n"
+      "shoal_io_read_bytes_total 4096\n"
+      "shoal_cache_hits_total_x 1\n";
+  EXPECT_EQ(PrometheusSample(text, "shoal_search_queries_per_scan_sum"), 1234.5);
+  EXPECT_EQ(PrometheusSample(text, "shoal_search_queries_per_scan_count"), 321);
+  EXPECT_EQ(PrometheusSample(text, "shoal_io_read_bytes_total"), 4096);
+  EXPECT_EQ(PrometheusSample(text, "shoal_search_queries_per_scan"), std::nullopt);
+  EXPECT_EQ(PrometheusSample(text, "shoal_cache_hits_total"), std::nullopt);
+  EXPECT_EQ(PrometheusSample("shoal_x junk\n", "shoal_x"), std::nullopt);
+}
+
+TEST(Prometheus, YamlLeafKeysFlattenPrintConfigsSections) {
+  const std::set<std::string> keys = YamlLeafKeys(
+      "# shoald effective config\n"
+      "server:\n"
+      "  grpc_addr: \"127.0.0.1:7700\"  # gRPC listen address. Default: x\n"
+      "search:\n"
+      "  share_scans: true  # comment: with a colon\n"
+      "  nested:\n"
+      "    deep: 1\n"
+      "  max_inflight: 256\n"
+      "log:\n"
+      "  level: \"info\"\n");
+  EXPECT_EQ(keys,
+            (std::set<std::string>{"server.grpc_addr", "search.share_scans", "search.nested.deep",
+                                   "search.max_inflight", "log.level"}));
+}
+
+TEST(ShoalTargetSpec, SplitsOverridesOffTheTargetName) {
+  auto plain = SplitTargetOverrides("shoal:ivf_flat");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->first, "shoal:ivf_flat");
+  EXPECT_TRUE(plain->second.empty());
+
+  auto split = SplitTargetOverrides("shoal:ivf_pq4@search.share_scans=false@search.coalesce_us=0");
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->first, "shoal:ivf_pq4");
+  ASSERT_EQ(split->second.size(), 2u);
+  EXPECT_EQ(split->second[0].key, "search.share_scans");
+  EXPECT_EQ(split->second[0].value, "false");
+  EXPECT_EQ(split->second[1].key, "search.coalesce_us");
+  EXPECT_EQ(split->second[1].value, "0");
+  EXPECT_TRUE(SplitTargetOverrides("shoal:flat@log.level=").ok());  // an empty value is a value
+
+  for (const char* bad : {"shoal:flat@share_scans", "shoal:flat@=1", "shoal:flat@Search.x=1",
+                          "shoal:flat@search..x=1", "shoal:flat@.x=1", "shoal:flat@x y=1"}) {
+    EXPECT_EQ(SplitTargetOverrides(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ShoalTargetSpec, OverridesBecomeNestedQuotedYaml) {
+  EXPECT_EQ(OverridesYaml({{"search.share_scans", "false"},
+                           {"io.direct", "0"},
+                           {"search.coalesce_us", "50"},
+                           {"log.level", "say \"hi\" \\ bye"}}),
+            "# shoal-bench config overrides\n"
+            "search:\n"
+            "  share_scans: \"false\"\n"
+            "  coalesce_us: \"50\"\n"
+            "io:\n"
+            "  direct: \"0\"\n"
+            "log:\n"
+            "  level: \"say \\\"hi\\\" \\\\ bye\"\n");
+}
+
+TEST(ShoalTargetSpec, AKeyTheServerDoesNotPrintIsRefusedBeforeItStarts) {
+  testing::TempDir dir;
+  // A stand-in for shoald: its --print-config knows search.share_scans only.
+  const std::string fake = dir.Sub("fake-shoald");
+  std::ofstream(fake) << "#!/bin/sh\nprintf 'search:\\n  share_scans: true  # x\\n'\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  const Dataset d = Small(200, 4, 5);
+  ShoalTarget target(
+      {.shoald_binary = fake,
+       .data_root = dir.Sub("data"),
+       .config_overrides = {{"search.share_scans", "false"}, {"search.coalesce_us", "0"}}});
+  EXPECT_EQ(target.name(), "shoal:ivf_flat@search.share_scans=false@search.coalesce_us=0");
+  const absl::Status s = target.Build(d);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("has no setting search.coalesce_us"));
+
+  ShoalTarget external(
+      {.config_overrides = {{"search.share_scans", "false"}}, .external_addr = "127.0.0.1:1"});
+  EXPECT_THAT(std::string(external.Build(d).message()), HasSubstr("harness's own shoald"));
 }
 
 }  // namespace
