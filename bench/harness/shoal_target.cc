@@ -187,7 +187,7 @@ absl::Status ShoalTarget::WriteOverrides() {
   if (params_.config_overrides.empty()) return absl::OkStatus();
   if (!params_.external_addr.empty()) {
     return absl::InvalidArgumentError(
-        name() + ": config overrides need the harness's own shoald, not --target");
+        "config overrides need the harness's own shoald, not --target");
   }
   std::error_code ec;
   std::filesystem::create_directories(params_.data_root, ec);
@@ -198,9 +198,8 @@ absl::Status ShoalTarget::WriteOverrides() {
   const std::set<std::string> known = YamlLeafKeys(*printed);
   for (const ConfigOverride& o : params_.config_overrides) {
     if (!known.contains(o.key)) {
-      return absl::InvalidArgumentError(absl::StrCat(name(), ": ", params_.shoald_binary,
-                                                     " has no setting ", o.key,
-                                                     " (see its --print-config)"));
+      return absl::InvalidArgumentError(absl::StrCat(params_.shoald_binary, " has no setting ",
+                                                     o.key, " (see its --print-config)"));
     }
   }
   return absl::OkStatus();
