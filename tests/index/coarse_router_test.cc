@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 #include "core/index/distance.h"
 #include "gtest/gtest.h"
@@ -183,6 +184,9 @@ TEST(CoarseRouter, SmallBatchesOfLowDimQueriesStayOnThePerQueryPath) {
     ExpectSameRoutes(got, Reference(model, queries.data(), nq, 4));
   }
 }
+
+// The cache's copy constructor is noexcept, so vectors of models still move them on growth.
+static_assert(std::is_nothrow_move_constructible_v<IvfModel>);
 
 TEST(CentroidNormCache, AModelKeepsItsNormsAndACopyRecomputesAfterItsCentroidsChange) {
   IvfModel a = Model(Metric::kL2, 12, 4, 10);
