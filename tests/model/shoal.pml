@@ -78,7 +78,8 @@ byte est[NRI];               /* entry state */
 bool ecl[NRI];               /* closed (ScanShare::Close): nobody joins, ticket list frozen */
 short etk[NRI];              /* tickets registered and not answered (bit r*NI+i), not the accepted one */
 byte eacc[NRI];              /* the ticket whose job accepted the data, + 1 (0: none) */
-byte ftk[NRI];               /* whose PartitionFetch (query, rank, token) the entry's fetch carries */
+byte ftk[NRI];               /* the issuer: whose PartitionFetch (query, rank, token) its fetch carries */
+byte eq[NRI];                /* queries_: queries of every ticket ever registered (the cap's count) */
 byte tent[NRI];              /* the entry a ticket is registered on, + 1 (0: none) */
 byte emap[NP];               /* ScanShare's map: partition -> its open entry + 1 (0: none) */
 
@@ -243,7 +244,7 @@ inline ProgressOwed(r) {
 
 /* A registered ticket t of entry e counts as answered for its job, exactly once: in-flight--,
    its work's pinned bytes released, scanned++. (OnHandBack, Leave, FailShared, or AcceptShared
-   refusing.) */
+   refusing.) @mirrors IvfSearchJob::TicketAnsweredLocked core/index/ivf_search.cc */
 inline TicketDone(t, e) {
   assert(ist[t] == FETCHING && tent[t] == e + 1 && (etk[e] & (1 << t)) != 0);
   assert(fif[t / NI] > 0 && pinned[t / NI] >= psize[plan[t]]);
@@ -272,16 +273,20 @@ inline FreeEntry(e) {
   :: emap[plan[e]] == e + 1 -> emap[plan[e]] = 0
   :: else -> skip
   fi;
-  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0
+  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0; eq[e] = 0
 }
 
 /* @mirrors SharedScan::Deliver core/index/scan_share.cc (the fetch's callback; I/O thread or
-   inline; also a failed job passing dropped data on). Data: offered to the tickets oldest
-   first; the first job that accepts holds it in a ReadyItem; nobody: the pin is dropped.
-   CANCELLED / DEADLINE_EXCEEDED while a ticket's own token is fine: the fetch again with the
-   oldest live ticket's PartitionFetch. Any other answer: every ticket's job fails. */
+   inline; also a job passing on data it accepted and will not scan). Data: offered to the
+   tickets oldest first, each leaving the entry whatever its job answers; the first job that
+   accepts holds it in a ReadyItem; nobody left: the entry closes, the pin is dropped.
+   CANCELLED / DEADLINE_EXCEEDED because the issuer stopped (its token, or it left) while some
+   ticket's token is fine: @mirrors SharedScan::Issue core/index/scan_share.cc again with the
+   oldest live ticket's PartitionFetch (at most kMaxReissues = 8 times: each re-issue needs its
+   issuer to stop, so never more than NREQ here). Else the entry closes and every ticket's job
+   gets FailShared. */
 inline Deliver(e, how, pin) {
-  assert(est[e] == ES_FETCH || ecl[e]);
+  assert(est[e] == ES_FETCH || (est[e] == ES_HELD && eacc[e] == 0 && !ecl[e]));
   if
   :: how == E_RANS_OK ->
      zacc = 0;
@@ -301,7 +306,8 @@ inline Deliver(e, how, pin) {
            TicketDone(zt, e); refuse_seen = 1;
            ProgressOwed(zt / NI)
         :: else ->
-           /* AcceptShared: true; the job's ReadyItem holds the data and the entry */
+           /* AcceptShared: true; the job's ReadyItem holds the data and the entry
+              (@mirrors IvfSearchJob::OnFetched core/index/ivf_search.cc, bookkeeping only) */
            assert(ist[zt] == FETCHING && tent[zt] == e + 1 && fif[zt / NI] > 0);
            etk[e] = etk[e] & ~(1 << zt);
            eacc[e] = zt + 1;
@@ -338,7 +344,8 @@ inline Deliver(e, how, pin) {
      :: else -> break
      od;
      if
-     :: how == E_RANS_STOP && zl != NONE ->
+     :: how == E_RANS_STOP && zl != NONE &&
+        (TOKEN_BAD(ftk[e] / NI) || (etk[e] & (1 << ftk[e])) == 0) ->   /* IssuerStoppedLocked */
         printf("MSC: P%d's fetch stopped: issued again for r%d\n", plan[e], zl / NI);
         reissue_seen = reissue_seen || ftk[e] != zl;
         ftk[e] = zl;
@@ -366,7 +373,7 @@ inline Deliver(e, how, pin) {
 }
 
 /* @mirrors ScanShare::Register core/index/scan_share.cc
-   @mirrors IvfSearchJob::StartFetch core/index/ivf_search.cc
+   @mirrors IvfSearchJob::StartFetch core/index/ivf_search.cc (then, if it leads, Issue)
    Join the open entry for the partition if its oldest ticket is at least as old as this one
    and its queries stay within max_queries_per_scan; else lead a new entry (in the map only
    when sharing is on; it replaces the slot) and issue its fetch with this ticket's priority. */
@@ -379,24 +386,9 @@ inline Register(r, i) {
   :: emap[plan[RI(r, i)]] != 0 ->
      ze = emap[plan[RI(r, i)]] - 1;
      assert(est[ze] != ES_FREE && !ecl[ze]);
-     zl = NONE; zc = 0; zt = 0;   /* the entry's oldest ticket and its queries */
-     do
-     :: zt < NRI ->
-        if
-        :: (etk[ze] & (1 << zt)) != 0 || eacc[ze] == zt + 1 ->
-           zc++;
-           if
-           :: zl == NONE -> zl = zt / NI
-           :: else -> skip
-           fi
-        :: else -> skip
-        fi;
-        zt++
-     :: else -> break
-     od;
      if
-     :: zl != NONE && zl > r -> younger_seen = 1   /* never ride a younger query's priority */
-     :: zc >= MAXQ -> cap_seen = 1
+     :: ze / NI > r -> younger_seen = 1   /* oldest_seq_ (the leader's): never ride a younger query */
+     :: ze / NI <= r && eq[ze] + 1 > MAXQ -> cap_seen = 1   /* queries_ + n > max_queries_per_scan */
      :: else -> zok = 1
      fi
   :: else -> skip
@@ -407,46 +399,41 @@ inline Register(r, i) {
      printf("MSC: r%d joins the scan of P%d (entry of r%d)\n", r, plan[RI(r, i)], ze / NI);
      join_seen = 1;
      etk[ze] = etk[ze] | (1 << RI(r, i));
+     eq[ze]++;
      tent[RI(r, i)] = ze + 1
   :: else ->
      zf = RI(r, i);
      assert(est[zf] == ES_FREE);
-     est[zf] = ES_FETCH; etk[zf] = (1 << zf); ftk[zf] = zf; tent[zf] = zf + 1;
+     est[zf] = ES_FETCH; etk[zf] = (1 << zf); ftk[zf] = zf; tent[zf] = zf + 1; eq[zf] = 1;
 #if SHARE
      emap[plan[zf]] = zf + 1;
 #endif
      skip   /* the caller issues the entry's fetch: FetchAttempt(zf) */
   fi;
-  zok = 0; ze = 0; zl = 0; zc = 0; zt = 0
+  zok = 0; ze = 0
 }
 
 /* @mirrors IvfSearchJob::OnHandBack core/index/ivf_search.cc: the scanning task gives a
    joiner its candidates; under the joiner's lock: merge, release, in-flight--, scanned++;
-   then Progress outside the lock. */
+   then Progress outside the lock (unless a fetch is being issued). */
 inline OnHandBack(t, e) {
   printf("MSC: r%d gets P%d's results handed back\n", t / NI, plan[e]);
   handback_seen = 1;
   TicketDone(t, e);
-  pp = pp | (1 << (t / NI))
+  ProgressOwed(t / NI)
 }
 
 /* A job's ReadyItem (ticket t, entry e) it will not scan (it failed, or its token went bad
-   before the scan): Close the entry and pass the data on to the remaining tickets, or drop it. */
+   before the scan): item.entry->Deliver(data) again, without Close (the entry is open, its own
+   ticket already left it): the remaining tickets, oldest first, or nobody and the pin drops. */
 inline PassOn(t, e) {
-  assert(eacc[e] == t + 1 && est[e] == ES_HELD);
-  Close(e);
+  assert(eacc[e] == t + 1 && est[e] == ES_HELD && !ecl[e]);
   eacc[e] = 0;
   tent[t] = 0;
-  if
-  :: etk[e] != 0 ->
-     printf("MSC: r%d passes P%d on\n", t / NI, plan[e]);
-     passon_seen = 1;
-     dl_push(e, E_RANS_OK, ipin[t]);   /* the pin moves to the entry, then to a taker */
-     ipin[t] = PIN_NONE
-  :: else ->
-     Unpin(t);
-     FreeEntry(e)
-  fi
+  printf("MSC: r%d passes P%d on\n", t / NI, plan[e]);
+  passon_seen = passon_seen || etk[e] != 0;
+  dl_push(e, E_RANS_OK, ipin[t]);   /* the pin moves to the entry, then to a taker */
+  ipin[t] = PIN_NONE
 }
 
 /* @mirrors IoPolicy::Dispatch storage/sched/io_policy.cc
@@ -703,26 +690,11 @@ inline Progress(r) {
      xcs = csrc[r]; csrc[r] = 0;
      if
      :: failed[r] ->
-        do
-        :: nrq[r] > 0 ->
-           nrq[r]--;
-           xi = rq[RI(r, 0)];
-           rq[RI(r, 0)] = rq[RI(r, 1)]; rq[RI(r, 1)] = rq[RI(r, 2)]; rq[RI(r, 2)] = 0;
-           pinned[r] = pinned[r] - SIZE(r, xi);
-           ist[RI(r, xi)] = DONE;
-           scanned[r]++;
-           /* dropped, outside the lock: Close, pass the data on to the other tickets (or
-              unpin) */
-           ze = tent[RI(r, xi)] - 1;
-           PassOn(RI(r, xi), ze)
-        :: else -> break
-        od;
-        do
-        :: next_fetch[r] < nitems[r] -> ist[RI(r, next_fetch[r])] = DONE; scanned[r]++; next_fetch[r]++
-        :: else -> break
-        od;
-        /* @mirrors ScanShare::Leave core/index/scan_share.cc: every open ticket withdraws (in
-           Progress, outside the lock); a ticket a scan already took waits for its hand-back */
+        /* outside the lock, in this order: Leave the open tickets, pass dropped data on, then
+           CancelSourcesIf (so a re-issue sees the leader gone) */
+        /* @mirrors IvfSearchJob::LeaveShared core/index/ivf_search.cc
+           @mirrors ScanShare::Leave core/index/scan_share.cc: every open ticket withdraws; a
+           ticket a scan already took (closed) waits for its hand-back */
         zi = 0;
         do
         :: zi < NI ->
@@ -735,6 +707,23 @@ inline Progress(r) {
            :: else -> skip
            fi;
            zi++
+        :: else -> break
+        od;
+        do
+        :: nrq[r] > 0 ->
+           nrq[r]--;
+           xi = rq[RI(r, 0)];
+           rq[RI(r, 0)] = rq[RI(r, 1)]; rq[RI(r, 1)] = rq[RI(r, 2)]; rq[RI(r, 2)] = 0;
+           pinned[r] = pinned[r] - SIZE(r, xi);
+           ist[RI(r, xi)] = DONE;
+           scanned[r]++;
+           /* dropped: its data goes on to the entry's other tickets, or is unpinned */
+           ze = tent[RI(r, xi)] - 1;
+           PassOn(RI(r, xi), ze)
+        :: else -> break
+        od;
+        do
+        :: next_fetch[r] < nitems[r] -> ist[RI(r, next_fetch[r])] = DONE; scanned[r]++; next_fetch[r]++
         :: else -> break
         od;
         zi = 0; ze = 0
@@ -1129,19 +1118,6 @@ end_idle:
              :: batch & (1 << xi) ->
                 ze = tent[RI(r, xi)] - 1;
                 assert(eacc[ze] == RI(r, xi) + 1);
-                Close(ze);   /* outside the job's lock: the tickets this scan scores, frozen */
-                zc = 1;
-                zi = 0;
-                do
-                :: zi < NRI ->
-                   if
-                   :: (etk[ze] & (1 << zi)) != 0 -> zc++
-                   :: else -> skip
-                   fi;
-                   zi++
-                :: else -> break
-                od;
-                assert(zc <= MAXQ);   /* no scan scores more than max_queries_per_scan */
                 if
                 :: sok && TOKEN_BAD(r) -> sok = 0
                 :: else -> skip
@@ -1149,7 +1125,21 @@ end_idle:
                 pinned[r] = pinned[r] - SIZE(r, xi);
                 ist[RI(r, xi)] = DONE;
                 if
-                :: sok ->
+                :: !sok -> PassOn(RI(r, xi), ze)   /* not scanned here: the others still want it */
+                :: else ->
+                   Close(ze);   /* from here no ticket joins: score every registered query */
+                   zc = 1;
+                   zi = 0;
+                   do
+                   :: zi < NRI ->
+                      if
+                      :: (etk[ze] & (1 << zi)) != 0 -> zc++
+                      :: else -> skip
+                      fi;
+                      zi++
+                   :: else -> break
+                   od;
+                   assert(zc <= MAXQ && zc <= eq[ze]);   /* no scan scores more than the cap */
                    printf("MSC: task Scan r%d scores P%d for %d queries\n", r, plan[ze], zc);
                    zi = 0;
                    do
@@ -1165,7 +1155,6 @@ end_idle:
                    tent[RI(r, xi)] = 0;
                    Unpin(RI(r, xi));   /* unpin as soon as scanned */
                    FreeEntry(ze)
-                :: else -> PassOn(RI(r, xi), ze)   /* not scanned: the others still are */
                 fi;
                 zi = 0; zc = 0; ze = 0
              :: else -> skip
