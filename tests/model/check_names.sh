@@ -2,9 +2,10 @@
 # Every C++ function the model names (`@mirrors Class::Function path/file`) must still exist
 # in that file, so the model cannot silently drift from the code: a renamed or removed
 # function fails make model-check until the model is looked at again.
+# Usage: check_names.sh [ROOT]   ROOT: the source tree to check against (default: this one)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+root="$(cd "${1:-$here/../..}" && pwd)"
 missing=0
 count=0
 while read -r name file; do

@@ -7,9 +7,14 @@
  *   KBATCH   batch_partitions (K), BBYTES batch_bytes (B), MAXPIN max_pinned_bytes
  *   QD       io.queue_depth, IOB io.max_inflight_bytes, MAXREQB io.max_request_bytes
  *   CACHEB   cache.bytes
+ *   SHARE    search.share_scans (default 0 in 1-6: run.sh also runs some with -DSHARE=1)
+ *   MAXQ     search.max_queries_per_scan (default NREQ: no cap)
  *
- * Every configuration has a partition larger than IOB (only the oldest query's over-budget
+ * Configurations 1-6 have a partition larger than IOB (only the oldest query's over-budget
  * read can fetch it), a partition probed by two requests, and a partition already cached.
+ * 7 and 8 exist for shared scans: three requests on one partition with a cap of two queries
+ * per scan (7), and two requests probing the same two partitions in opposite order on two
+ * arena slots (8).
  */
 #ifndef CFG
 #define CFG 1
@@ -131,6 +136,56 @@ inline Setup() {
   poff[0] = 0; poff[1] = 1; poff[2] = 2;
   plan[0] = 2; plan[1] = 0; nplan[0] = 2;
   plan[3] = 0; plan[4] = 1; nplan[1] = 2
+}
+#elif CFG == 7
+/* shared scans, one arena slot: r0 probes P1 P0, r1 P0, r2 P0; nothing cached, the cache
+   holds one partition; at most 2 queries per scan, so of three requests on P0 one opens a
+   second entry (or the older r0, arriving at P0 after r1 leads it, opens its own); r1's read
+   of P0 can queue behind r0's read of P1 and be re-issued for r2 when r1 is cancelled */
+#define NREQ 3
+#define NP 2
+#define SLOTS 1
+#define KBATCH 1
+#define BBYTES 1
+#define MAXPIN 1
+#define QD 1
+#define IOB 1
+#define MAXREQB 1
+#define CACHEB 1
+#ifndef SHARE
+#define SHARE 1
+#endif
+#ifndef MAXQ
+#define MAXQ 2
+#endif
+inline Setup() {
+  psize[0] = 1; psize[1] = 1;
+  poff[0] = 0; poff[1] = 1;
+  plan[0] = 1; plan[1] = 0; nplan[0] = 2;
+  plan[3] = 0; nplan[1] = 1;
+  plan[6] = 0; nplan[2] = 1
+}
+#elif CFG == 8
+/* shared scans on two arena slots: r0 probes P0 P1, r1 P1 P0; P0 cached; P1 > IOB */
+#define NREQ 2
+#define NP 2
+#define SLOTS 2
+#define KBATCH 2
+#define BBYTES 3
+#define MAXPIN 3
+#define QD 1
+#define IOB 1
+#define MAXREQB 2
+#define CACHEB 2
+#ifndef SHARE
+#define SHARE 1
+#endif
+inline Setup() {
+  psize[0] = 1; psize[1] = 2;
+  poff[0] = 0; poff[1] = 1;
+  plan[0] = 0; plan[1] = 1; nplan[0] = 2;
+  plan[3] = 1; plan[4] = 0; nplan[1] = 2;
+  cst[0] = CACHED; cused = 1
 }
 #endif
 

@@ -9,6 +9,9 @@
  *   CFG=n                   configuration (config.pml)
  *   DEADLINES=0|1           deadline expiry and cancellation events (safety runs)
  *   IOERR=0|1               reads may fail with an I/O error (safety runs)
+ *   SHARE=0|1               search.share_scans (config.pml picks the default; 0: every entry
+ *                           has exactly one ticket and there is no map)
+ *   MAXQ=n                  search.max_queries_per_scan (config.pml; default NREQ: no cap)
  *   SEEDED_BLOCKING_TASK    the seed's bug: a scan task waits inside the arena for the next
  *                           ready partition (Lance's blocking_recv in spawn_cpu)
  *   SEEDED_NO_OVERBUDGET    IoPolicy::Dispatch without the oldest query's over-budget read
@@ -28,6 +31,12 @@
 #endif
 #ifndef IOERR
 #define IOERR 0
+#endif
+#ifndef SHARE
+#define SHARE 0
+#endif
+#ifndef MAXQ
+#define MAXQ NREQ
 #endif
 
 #define NI 3                 /* work items per request, at most */
@@ -59,10 +68,25 @@ byte ist[NRI];
 #define PIN_BUFFER 2
 byte ipin[NRI];
 
+/* ---- ScanShare / SharedScan (core/index/scan_share.cc) ----
+   A job's work item (r, i) registers a ticket; entry e is the one entry ticket e = r*NI+i led
+   (made by Register), so entries need no allocator and a ticket leads at most one. */
+#define ES_FREE 0
+#define ES_FETCH 1           /* its fetch is outstanding (may be re-issued) */
+#define ES_HELD 2             /* a job accepted its data: a ReadyItem in that job's ready_ or scan */
+byte est[NRI];               /* entry state */
+bool ecl[NRI];               /* closed (ScanShare::Close): nobody joins, ticket list frozen */
+short etk[NRI];              /* tickets registered and not answered (bit r*NI+i), not the accepted one */
+byte eacc[NRI];              /* the ticket whose job accepted the data, + 1 (0: none) */
+byte ftk[NRI];               /* the issuer: whose PartitionFetch (query, rank, token) its fetch carries */
+byte eq[NRI];                /* queries_: queries of every ticket ever registered (the cap's count) */
+byte tent[NRI];              /* the entry a ticket is registered on, + 1 (0: none) */
+byte emap[NP];               /* ScanShare's map: partition -> its open entry + 1 (0: none) */
+
 /* ---- PartitionCache (storage/cache/partition_cache.cc) ---- */
 byte cst[NP], cpins[NP];
 byte cused;
-short cwait[NP];             /* waiters of a load: bit r*NI+i */
+short cwait[NP];             /* waiters of a load: bit e (an entry's fetch) */
 
 /* ---- IoPolicy / IoScheduler (storage/sched) ---- */
 #define FREE 0
@@ -80,6 +104,8 @@ byte qinfl[NREQ];            /* in_flight_per_query_ */
 bool forced_seen, direct_seen, coalesced_seen, evicted_seen, retry_seen, hit_seen, attach_seen;
 bool batch2_seen, tasks2_seen, expired_seen, cancelq_seen;
 bool failed_retry_seen;      /* a request that already failed re-fetches (see README) */
+bool join_seen, younger_seen, cap_seen, handback_seen, leave_seen, reissue_seen, passon_seen;
+bool refuse_seen, nobody_seen, failshared_seen;
 
 /* ---- TbbExecutor arena queue ---- */
 #define T_ROUTE 0
@@ -95,7 +121,10 @@ bool maint_done;
 #define E_RANS_OK 2          /* arg: read slot */
 #define E_RANS_STOP 3        /* arg: read slot; CANCELLED or DEADLINE_EXCEEDED */
 #define E_RANS_IOERR 4       /* arg: read slot */
+#define E_REFETCH 5          /* arg: entry; its fetch again (re-issue, or a cache load's retry) */
 byte wl[WL], nwl;
+#define DL 8                 /* pending SharedScan::Deliver calls (model bound, asserted) */
+byte dl[DL], ndl;            /* e * 16 + (how - E_RANS_OK) * 4 + pin; run next, last first */
 byte pp;                     /* Progress(r) owed: bit r */
 
 /* scratch for the d_step bodies (reset at every step's end, so it adds no states) */
@@ -103,7 +132,9 @@ byte xi, xj, xk, xp, ys, yr, xe, xend, xbest, xnew;
 bool xok, xstop;
 byte xnf, xtasks;
 bool xcs, xstage, sok;
-byte es, et, fr, fi2;      /* Settle's event; FetchAttempt's (r, i) */
+byte es, et, fr, fi2;      /* Settle's event; Register's (r, i) */
+byte zt, zl, ze, zc, zf, zd, zi;   /* scan-share scratch (Deliver: zt zl; the callers: the rest) */
+bool zacc, zok;
 byte psize[NP], poff[NP];  /* partition sizes and offsets in lists.dat (set by config) */
 
 #define TOKEN_BAD(r) (cancelled[r] || expired[r])   /* CancelToken::Check() != OK */
@@ -114,6 +145,14 @@ inline wl_push(ev) {
   assert(nwl < WL);
   wl[nwl] = ev;
   nwl++
+}
+
+/* A fetch's answer for entry e: SharedScan::Deliver runs before anything else the thread
+   still owes (as if called inline where it is pushed). */
+inline dl_push(e, how, pin) {
+  assert(ndl < DL);
+  dl[ndl] = (e) * 16 + ((how) - E_RANS_OK) * 4 + (pin);
+  ndl++
 }
 
 inline tq_push(t) {
@@ -173,42 +212,228 @@ inline MakeRoom(need, ifroom) {
   xk = 0; xbest = 0
 }
 
-/* ~PartitionHandle: @mirrors PartitionCache::Unpin storage/cache/partition_cache.cc */
-inline Unpin(ri) {
+/* ~PartitionHandle: @mirrors PartitionCache::Unpin storage/cache/partition_cache.cc
+   A pin of partition p: PIN_CACHE (a cache entry), PIN_BUFFER (an uncached read's buffer,
+   freed), PIN_NONE. */
+inline UnpinP(p, pin) {
   if
-  :: ipin[ri] == PIN_CACHE ->
-     cpins[plan[ri]]--;
+  :: pin == PIN_CACHE ->
+     assert(cpins[p] > 0);
+     cpins[p]--;
      if
-     :: cpins[plan[ri]] == 0 && cused > CACHEB -> MakeRoom(0, 0)
+     :: cpins[p] == 0 && cused > CACHEB -> MakeRoom(0, 0)
      :: else -> skip
      fi
-  :: else -> skip   /* PIN_BUFFER: the I/O buffer is freed; PIN_NONE: nothing */
-  fi;
+  :: else -> skip
+  fi
+}
+
+inline Unpin(ri) {
+  UnpinP(plan[ri], ipin[ri]);
   ipin[ri] = PIN_NONE
 }
 
-/* @mirrors IvfSearchJob::OnFetched core/index/ivf_search.cc (bookkeeping only, never a scan) */
-inline OnFetched(r, i, ok, pin) {
-  assert(ist[RI(r, i)] == FETCHING && fif[r] > 0);
-  fif[r]--;
+/* The thread that changed job r's state owes it a Progress call, unless a fetch of r is being
+   issued (issuing_ > 0: the issuer calls Progress when it is done). */
+inline ProgressOwed(r) {
   if
-  :: !ok ->
-     printf("MSC: r%d's fetch of P%d fails\n", r, plan[RI(r, i)]);
-     pinned[r] = pinned[r] - SIZE(r, i);
-     scanned[r]++;
-     ist[RI(r, i)] = DONE;
-     FailLocked(r)
-  :: else ->
-     printf("MSC: r%d's P%d is ready (%d ready)\n", r, plan[RI(r, i)], nrq[r] + 1);
-     rq[RI(r, nrq[r])] = i;
-     nrq[r]++;
-     ist[RI(r, i)] = READY;
-     ipin[RI(r, i)] = pin
-  fi;
-  if
-  :: issuing[r] == 0 -> pp = pp | (1 << r)   /* the issuing thread calls Progress otherwise */
+  :: issuing[r] == 0 -> pp = pp | (1 << r)
   :: else -> skip
   fi
+}
+
+/* A registered ticket t of entry e counts as answered for its job, exactly once: in-flight--,
+   its work's pinned bytes released, scanned++. (OnHandBack, Leave, FailShared, or AcceptShared
+   refusing.) @mirrors IvfSearchJob::TicketAnsweredLocked core/index/ivf_search.cc */
+inline TicketDone(t, e) {
+  assert(ist[t] == FETCHING && tent[t] == e + 1 && (etk[e] & (1 << t)) != 0);
+  assert(fif[t / NI] > 0 && pinned[t / NI] >= psize[plan[t]]);
+  etk[e] = etk[e] & ~(1 << t);
+  tent[t] = 0;
+  fif[t / NI]--;
+  pinned[t / NI] = pinned[t / NI] - psize[plan[t]];
+  scanned[t / NI]++;
+  ist[t] = DONE
+}
+
+/* @mirrors ScanShare::Close core/index/scan_share.cc: out of the map (if the slot is still
+   this entry); the ticket list is frozen, nobody joins any more. */
+inline Close(e) {
+  if
+  :: emap[plan[e]] == e + 1 -> emap[plan[e]] = 0
+  :: else -> skip
+  fi;
+  ecl[e] = 1
+}
+
+/* The entry is done: no ticket left, its data scanned or dropped. */
+inline FreeEntry(e) {
+  assert(etk[e] == 0);
+  if
+  :: emap[plan[e]] == e + 1 -> emap[plan[e]] = 0
+  :: else -> skip
+  fi;
+  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0; eq[e] = 0
+}
+
+/* @mirrors SharedScan::Deliver core/index/scan_share.cc (the fetch's callback; I/O thread or
+   inline; also a job passing on data it accepted and will not scan). Data: offered to the
+   tickets oldest first, each leaving the entry whatever its job answers; the first job that
+   accepts holds it in a ReadyItem; nobody left: the entry closes, the pin is dropped.
+   CANCELLED / DEADLINE_EXCEEDED because the issuer stopped (its token, or it left) while some
+   ticket's token is fine: @mirrors SharedScan::Issue core/index/scan_share.cc again with the
+   oldest live ticket's PartitionFetch (at most kMaxReissues = 8 times: each re-issue needs its
+   issuer to stop, so never more than NREQ here). Else the entry closes and every ticket's job
+   gets FailShared. */
+inline Deliver(e, how, pin) {
+  assert(est[e] == ES_FETCH || (est[e] == ES_HELD && eacc[e] == 0 && !ecl[e]));
+  if
+  :: how == E_RANS_OK ->
+     zacc = 0;
+     do
+     :: etk[e] == 0 -> break
+     :: else ->
+        zt = 0;   /* the oldest ticket: query_seq = r, one ticket per request in an entry */
+        do
+        :: (etk[e] & (1 << zt)) == 0 -> zt++
+        :: else -> break
+        od;
+        if
+        :: failed[zt / NI] ->
+           /* @mirrors IvfSearchJob::AcceptShared core/index/ivf_search.cc: false, the job
+              failed; it counts its ticket answered and the ticket leaves */
+           printf("MSC: r%d refuses P%d (failed)\n", zt / NI, plan[e]);
+           TicketDone(zt, e); refuse_seen = 1;
+           ProgressOwed(zt / NI)
+        :: else ->
+           /* AcceptShared: true; the job's ReadyItem holds the data and the entry
+              (@mirrors IvfSearchJob::OnFetched core/index/ivf_search.cc, bookkeeping only) */
+           assert(ist[zt] == FETCHING && tent[zt] == e + 1 && fif[zt / NI] > 0);
+           etk[e] = etk[e] & ~(1 << zt);
+           eacc[e] = zt + 1;
+           est[e] = ES_HELD;
+           fif[zt / NI]--;
+           printf("MSC: r%d's P%d is ready (%d ready)\n", zt / NI, plan[e], nrq[zt / NI] + 1);
+           rq[RI(zt / NI, nrq[zt / NI])] = zt % NI;
+           nrq[zt / NI]++;
+           ist[zt] = READY;
+           ipin[zt] = pin;
+           ProgressOwed(zt / NI);
+           zacc = 1;
+           break
+        fi
+     od;
+     if
+     :: !zacc ->
+        printf("MSC: nobody takes P%d: dropped\n", plan[e]);
+        nobody_seen = 1;
+        UnpinP(plan[e], pin);
+        FreeEntry(e)
+     :: else -> skip
+     fi
+  :: else ->
+     zl = NONE;   /* the oldest ticket whose own token is fine */
+     zt = 0;
+     do
+     :: zt < NRI ->
+        if
+        :: zl == NONE && (etk[e] & (1 << zt)) != 0 && !TOKEN_BAD(zt / NI) -> zl = zt
+        :: else -> skip
+        fi;
+        zt++
+     :: else -> break
+     od;
+     if
+     :: how == E_RANS_STOP && zl != NONE &&
+        (TOKEN_BAD(ftk[e] / NI) || (etk[e] & (1 << ftk[e])) == 0) ->   /* IssuerStoppedLocked */
+        printf("MSC: P%d's fetch stopped: issued again for r%d\n", plan[e], zl / NI);
+        reissue_seen = reissue_seen || ftk[e] != zl;
+        ftk[e] = zl;
+        wl_push(E_REFETCH * 32 + e)
+     :: else ->
+        printf("MSC: P%d's fetch fails: every ticket fails\n", plan[e]);
+        do
+        :: etk[e] == 0 -> break
+        :: else ->
+           zt = 0;
+           do
+           :: (etk[e] & (1 << zt)) == 0 -> zt++
+           :: else -> break
+           od;
+           /* @mirrors IvfSearchJob::FailShared core/index/ivf_search.cc */
+           failshared_seen = failshared_seen || etk[e] != (1 << zt);
+           TicketDone(zt, e);
+           FailLocked(zt / NI);
+           ProgressOwed(zt / NI)
+        od;
+        FreeEntry(e)
+     fi
+  fi;
+  zt = 0; zl = 0; zacc = 0
+}
+
+/* @mirrors ScanShare::Register core/index/scan_share.cc
+   @mirrors IvfSearchJob::StartFetch core/index/ivf_search.cc (then, if it leads, Issue)
+   Join the open entry for the partition if its oldest ticket is at least as old as this one
+   and its queries stay within max_queries_per_scan; else lead a new entry (in the map only
+   when sharing is on; it replaces the slot) and issue its fetch with this ticket's priority. */
+inline Register(r, i) {
+  assert(ist[RI(r, i)] == FETCHING && tent[RI(r, i)] == 0);
+  zok = 0;
+  zf = NONE;
+#if SHARE
+  if
+  :: emap[plan[RI(r, i)]] != 0 ->
+     ze = emap[plan[RI(r, i)]] - 1;
+     assert(est[ze] != ES_FREE && !ecl[ze]);
+     if
+     :: ze / NI > r -> younger_seen = 1   /* oldest_seq_ (the leader's): never ride a younger query */
+     :: ze / NI <= r && eq[ze] + 1 > MAXQ -> cap_seen = 1   /* queries_ + n > max_queries_per_scan */
+     :: else -> zok = 1
+     fi
+  :: else -> skip
+  fi;
+#endif
+  if
+  :: zok ->
+     printf("MSC: r%d joins the scan of P%d (entry of r%d)\n", r, plan[RI(r, i)], ze / NI);
+     join_seen = 1;
+     etk[ze] = etk[ze] | (1 << RI(r, i));
+     eq[ze]++;
+     tent[RI(r, i)] = ze + 1
+  :: else ->
+     zf = RI(r, i);
+     assert(est[zf] == ES_FREE);
+     est[zf] = ES_FETCH; etk[zf] = (1 << zf); ftk[zf] = zf; tent[zf] = zf + 1; eq[zf] = 1;
+#if SHARE
+     emap[plan[zf]] = zf + 1;
+#endif
+     skip   /* the caller issues the entry's fetch: FetchAttempt(zf) */
+  fi;
+  zok = 0; ze = 0
+}
+
+/* @mirrors IvfSearchJob::OnHandBack core/index/ivf_search.cc: the scanning task gives a
+   joiner its candidates; under the joiner's lock: merge, release, in-flight--, scanned++;
+   then Progress outside the lock (unless a fetch is being issued). */
+inline OnHandBack(t, e) {
+  printf("MSC: r%d gets P%d's results handed back\n", t / NI, plan[e]);
+  handback_seen = 1;
+  TicketDone(t, e);
+  ProgressOwed(t / NI)
+}
+
+/* A job's ReadyItem (ticket t, entry e) it will not scan (it failed, or its token went bad
+   before the scan): item.entry->Deliver(data) again, without Close (the entry is open, its own
+   ticket already left it): the remaining tickets, oldest first, or nobody and the pin drops. */
+inline PassOn(t, e) {
+  assert(eacc[e] == t + 1 && est[e] == ES_HELD && !ecl[e]);
+  eacc[e] = 0;
+  tent[t] = 0;
+  printf("MSC: r%d passes P%d on\n", t / NI, plan[e]);
+  passon_seen = passon_seen || etk[e] != 0;
+  dl_push(e, E_RANS_OK, ipin[t]);   /* the pin moves to the entry, then to a taker */
+  ipin[t] = PIN_NONE
 }
 
 /* @mirrors IoPolicy::Dispatch storage/sched/io_policy.cc
@@ -343,14 +568,14 @@ inline Dispatch() {
 }
 
 /* @mirrors IoScheduler::Read storage/sched/io_scheduler.cc (queue, then dispatch) */
-inline Read(kind, own, p, i) {
+inline Read(kind, own, p, i, e) {
   ys = 0;
   do
   :: ys < NRD && rd_st[ys] != FREE -> ys++
   :: else -> break
   od;
   assert(ys < NRD);
-  rd_st[ys] = QUEUED; rd_own[ys] = own; rd_p[ys] = p; rd_rank[ys] = i; rd_item[ys] = i;
+  rd_st[ys] = QUEUED; rd_own[ys] = own; rd_p[ys] = p; rd_rank[ys] = i; rd_item[ys] = e;
   rd_kind[ys] = kind; rd_sub[ys] = 0;
   printf("MSC: r%d queues a read of P%d (uncached=%d)\n", own, p, kind);
   Dispatch()
@@ -381,30 +606,32 @@ inline CancelQuery(r) {
 
 /* @mirrors Segment::FetchAttempt storage/collection/segment.cc
    @mirrors PartitionCache::Get storage/cache/partition_cache.cc
+   Entry e's fetch, with the PartitionFetch of ticket ftk[e] (its query, rank and token).
    Hit: pinned at once. Loading: attach (single flight). Miss with room: a cache load read with
    this query's priority. No room next to the pins (kIfRoom refused): an uncached read. */
-inline FetchAttempt(r, i) {
-  xp = plan[RI(r, i)];
+inline FetchAttempt(e) {
+  xp = plan[e];
   if
-  :: TOKEN_BAD(r) -> OnFetched(r, i, 0, PIN_NONE)
-  :: !TOKEN_BAD(r) && cst[xp] == LOADING -> cwait[xp] = cwait[xp] | (1 << RI(r, i)); attach_seen = 1
-  :: !TOKEN_BAD(r) && cst[xp] == CACHED -> cpins[xp]++; hit_seen = 1; OnFetched(r, i, 1, PIN_CACHE)
-  :: !TOKEN_BAD(r) && cst[xp] == ABSENT ->
+  :: TOKEN_BAD(ftk[e] / NI) -> dl_push(e, E_RANS_STOP, PIN_NONE)
+  :: !TOKEN_BAD(ftk[e] / NI) && cst[xp] == LOADING -> cwait[xp] = cwait[xp] | (1 << e); attach_seen = 1
+  :: !TOKEN_BAD(ftk[e] / NI) && cst[xp] == CACHED -> cpins[xp]++; hit_seen = 1; dl_push(e, E_RANS_OK, PIN_CACHE)
+  :: !TOKEN_BAD(ftk[e] / NI) && cst[xp] == ABSENT ->
      MakeRoom(psize[xp], 1);
      if
      :: xok ->
-        cst[xp] = LOADING; cused = cused + psize[xp]; cwait[xp] = (1 << RI(r, i));
-        Read(LOAD, r, xp, i)   /* Segment::ReadPartition through the loader */
+        cst[xp] = LOADING; cused = cused + psize[xp]; cwait[xp] = (1 << e);
+        Read(LOAD, ftk[e] / NI, xp, ftk[e] % NI, e)   /* Segment::ReadPartition through the loader */
      :: else ->
         direct_seen = 1;
-        Read(DIRECT, r, xp, i)   /* Segment::ReadPartition, RESOURCE_EXHAUSTED path */
+        Read(DIRECT, ftk[e] / NI, xp, ftk[e] % NI, e)   /* Segment::ReadPartition, RESOURCE_EXHAUSTED path */
      fi
   fi;
   xp = 0; xok = 0
 }
 
 /* @mirrors PartitionCache::OnLoaded storage/cache/partition_cache.cc (and the Get callbacks in
-   Segment::FetchAttempt: a load another query's stop ended is retried, StoppedByAnotherQuery) */
+   Segment::FetchAttempt: a load another query's stop ended is retried, StoppedByAnotherQuery,
+   when the waiting fetch's own token is fine) */
 inline OnLoaded(p, how) {
   xj = 0;
   if
@@ -413,7 +640,7 @@ inline OnLoaded(p, how) {
      do
      :: xj < NRI ->
         if
-        :: cwait[p] & (1 << xj) -> cpins[p]++; OnFetched(xj / NI, xj % NI, 1, PIN_CACHE)
+        :: cwait[p] & (1 << xj) -> cpins[p]++; dl_push(xj, E_RANS_OK, PIN_CACHE)
         :: else -> skip
         fi;
         xj++
@@ -425,11 +652,11 @@ inline OnLoaded(p, how) {
      do
      :: xj < NRI ->
         if
-        :: (cwait[p] & (1 << xj)) && how == E_RANS_STOP && !TOKEN_BAD(xj / NI) ->
-           wl_push(E_FETCH * 32 + xj); retry_seen = 1;   /* retry with a read of its own */
-           failed_retry_seen = failed_retry_seen || failed[xj / NI]
-        :: (cwait[p] & (1 << xj)) && !(how == E_RANS_STOP && !TOKEN_BAD(xj / NI)) ->
-           OnFetched(xj / NI, xj % NI, 0, PIN_NONE)
+        :: (cwait[p] & (1 << xj)) && how == E_RANS_STOP && !TOKEN_BAD(ftk[xj] / NI) ->
+           wl_push(E_REFETCH * 32 + xj); retry_seen = 1;   /* retry with a read of its own */
+           failed_retry_seen = failed_retry_seen || failed[ftk[xj] / NI]
+        :: (cwait[p] & (1 << xj)) && !(how == E_RANS_STOP && !TOKEN_BAD(ftk[xj] / NI)) ->
+           dl_push(xj, how, PIN_NONE)
         :: else -> skip
         fi;
         xj++
@@ -446,8 +673,8 @@ inline ReadAnswer(s, how) {
   assert(rd_st[s] == ANSWERED);
   if
   :: rd_kind[s] == LOAD -> OnLoaded(rd_p[s], how)
-  :: rd_kind[s] == DIRECT && how == E_RANS_OK -> OnFetched(rd_own[s], rd_item[s], 1, PIN_BUFFER)
-  :: rd_kind[s] == DIRECT && how != E_RANS_OK -> OnFetched(rd_own[s], rd_item[s], 0, PIN_NONE)
+  :: rd_kind[s] == DIRECT && how == E_RANS_OK -> dl_push(rd_item[s], E_RANS_OK, PIN_BUFFER)
+  :: rd_kind[s] == DIRECT && how != E_RANS_OK -> dl_push(rd_item[s], how, PIN_NONE)
   fi;
   rd_st[s] = FREE; rd_own[s] = 0; rd_p[s] = 0; rd_rank[s] = 0; rd_item[s] = 0; rd_kind[s] = 0;
   rd_sub[s] = 0
@@ -463,21 +690,43 @@ inline Progress(r) {
      xcs = csrc[r]; csrc[r] = 0;
      if
      :: failed[r] ->
+        /* outside the lock, in this order: Leave the open tickets, pass dropped data on, then
+           CancelSourcesIf (so a re-issue sees the leader gone) */
+        /* @mirrors IvfSearchJob::LeaveShared core/index/ivf_search.cc
+           @mirrors ScanShare::Leave core/index/scan_share.cc: every open ticket withdraws; a
+           ticket a scan already took (closed) waits for its hand-back */
+        zi = 0;
+        do
+        :: zi < NI ->
+           if
+           :: ist[RI(r, zi)] == FETCHING && !ecl[tent[RI(r, zi)] - 1] ->
+              printf("MSC: r%d leaves the scan of P%d\n", r, plan[RI(r, zi)]);
+              leave_seen = 1;
+              ze = tent[RI(r, zi)] - 1;
+              TicketDone(RI(r, zi), ze)
+           :: else -> skip
+           fi;
+           zi++
+        :: else -> break
+        od;
         do
         :: nrq[r] > 0 ->
            nrq[r]--;
            xi = rq[RI(r, 0)];
            rq[RI(r, 0)] = rq[RI(r, 1)]; rq[RI(r, 1)] = rq[RI(r, 2)]; rq[RI(r, 2)] = 0;
            pinned[r] = pinned[r] - SIZE(r, xi);
-           Unpin(RI(r, xi));   /* dropped.clear(): unpin outside the lock */
            ist[RI(r, xi)] = DONE;
-           scanned[r]++
+           scanned[r]++;
+           /* dropped: its data goes on to the entry's other tickets, or is unpinned */
+           ze = tent[RI(r, xi)] - 1;
+           PassOn(RI(r, xi), ze)
         :: else -> break
         od;
         do
         :: next_fetch[r] < nitems[r] -> ist[RI(r, next_fetch[r])] = DONE; scanned[r]++; next_fetch[r]++
         :: else -> break
-        od
+        od;
+        zi = 0; ze = 0
      :: else -> skip
      fi;
      xnf = 0;   /* fetches while the request's pinned bytes stay under max_pinned_bytes */
@@ -567,7 +816,59 @@ inline CheckInvariants() {
      yr++
   :: else -> break
   od;
-  yr = 0; xk = 0; xe = 0; xi = 0;
+  /* Tickets and entries agree, so each ticket is answered exactly once: a registered ticket
+     (FETCHING) is in its entry's list; an accepted one (READY, TAKEN) is its entry's accepted
+     ticket; any other is on no entry. An entry's queries stay within max_queries_per_scan. */
+  xi = 0;
+  do
+  :: xi < NRI ->
+     if
+     :: ist[xi] == FETCHING ->
+        assert(tent[xi] != 0 && (etk[tent[xi] - 1] & (1 << xi)) != 0 && est[tent[xi] - 1] != ES_FREE)
+     :: ist[xi] == READY || ist[xi] == TAKEN -> assert(tent[xi] != 0 && eacc[tent[xi] - 1] == xi + 1)
+     :: else -> assert(tent[xi] == 0)
+     fi;
+     if
+     :: est[xi] == ES_FREE -> assert(etk[xi] == 0 && eacc[xi] == 0 && !ecl[xi])
+     :: else ->
+        assert((est[xi] == ES_HELD) == (eacc[xi] != 0));
+        xk = (eacc[xi] != 0 -> 1 : 0);
+        xj = 0;
+        do
+        :: xj < NRI ->
+           if
+           :: (etk[xi] & (1 << xj)) != 0 -> assert(ist[xj] == FETCHING && tent[xj] == xi + 1); xk++
+           :: else -> skip
+           fi;
+           xj++
+        :: else -> break
+        od;
+        assert(xk <= MAXQ)
+     fi;
+     xi++
+  :: else -> break
+  od;
+  /* the map holds open entries only; a cache pin belongs to a ReadyItem (no pin outlives the
+     requests it was fetched for: an entry drops data nobody accepts at once) */
+  xi = 0;
+  do
+  :: xi < NP ->
+     assert(emap[xi] == 0 || (est[emap[xi] - 1] != ES_FREE && !ecl[emap[xi] - 1] && plan[emap[xi] - 1] == xi));
+     xk = 0; xj = 0;
+     do
+     :: xj < NRI ->
+        if
+        :: ipin[xj] == PIN_CACHE && plan[xj] == xi -> xk++
+        :: else -> skip
+        fi;
+        xj++
+     :: else -> break
+     od;
+     assert(cpins[xi] == xk);
+     xi++
+  :: else -> break
+  od;
+  yr = 0; xk = 0; xe = 0; xi = 0; xj = 0;
 #ifdef COVER
   assert(!(COVER))   /* a coverage run: make model-check requires this to fail */
 #endif
@@ -578,7 +879,16 @@ inline CheckInvariants() {
    queued, then Progress calls, until nothing is left. */
 inline Settle() {
   do
-  :: nwl > 0 ->
+  :: ndl > 0 ->
+     ndl--;
+     zd = dl[ndl];
+     dl[ndl] = 0;
+     es = zd / 16;
+     et = (zd / 4) % 4 + E_RANS_OK;
+     zd = zd % 4;
+     Deliver(es, et, zd);
+     es = 0; et = 0; zd = 0
+  :: ndl == 0 && nwl > 0 ->
      et = wl[0];
      xi = 0;
      do
@@ -590,7 +900,16 @@ inline Settle() {
      es = et % 32;
      et = et / 32;
      if
-     :: et == E_FETCH -> fr = es / NI; fi2 = es % NI; FetchAttempt(fr, fi2); fr = 0; fi2 = 0
+     :: et == E_FETCH || et == E_REFETCH ->
+        if
+        :: et == E_FETCH -> fr = es / NI; fi2 = es % NI; Register(fr, fi2); fr = 0; fi2 = 0
+        :: else -> zf = es
+        fi;
+        if
+        :: zf != NONE -> FetchAttempt(zf)
+        :: else -> skip
+        fi;
+        zf = 0
      :: et == E_ISSUED ->
         issuing[es]--;
         if
@@ -601,7 +920,7 @@ inline Settle() {
      :: et == E_RANS_OK || et == E_RANS_STOP || et == E_RANS_IOERR -> ReadAnswer(es, et)
      fi;
      es = 0; et = 0
-  :: nwl == 0 && pp != 0 ->
+  :: ndl == 0 && nwl == 0 && pp != 0 ->
      yr = 0;
      do
      :: pp & (1 << yr) -> break
@@ -630,14 +949,15 @@ inline Answer(r) {
      xi++
   :: else -> break
   od;
+  /* every ticket of r answered: none is registered on any entry (an entry r led or joined may
+     still be fetching: it owns that fetch, for its other tickets or to drop the data) */
   xi = 0;
   do
-  :: xi < NP -> assert((cwait[xi] & (7 << (r * NI))) == 0); xi++
-  :: else -> break
-  od;
-  xi = 0;
-  do
-  :: xi < NRD -> assert(rd_st[xi] == FREE || rd_own[xi] != r); xi++
+  :: xi < NRI ->
+     assert((etk[xi] & (7 << (r * NI))) == 0);
+     assert(eacc[xi] == 0 || (eacc[xi] - 1) / NI != r);
+     assert(xi / NI != r || tent[xi] == 0);
+     xi++
   :: else -> break
   od;
   xi = 0;
@@ -656,6 +976,15 @@ inline StartSearch(r) {
   tq_push(T_ROUTE * 4 + r)
 }
 
+#if NREQ > 2
+#define ENTRIES_FREE (est[0] == ES_FREE && est[1] == ES_FREE && est[2] == ES_FREE && \
+  est[3] == ES_FREE && est[4] == ES_FREE && est[5] == ES_FREE && est[6] == ES_FREE && \
+  est[7] == ES_FREE && est[8] == ES_FREE)
+#else
+#define ENTRIES_FREE (est[0] == ES_FREE && est[1] == ES_FREE && est[2] == ES_FREE && \
+  est[3] == ES_FREE && est[4] == ES_FREE && est[5] == ES_FREE)
+#endif
+
 /* The gRPC layer: requests arrive one after another (query_seq = arrival order). */
 active proctype Client() {
   byte r = 0;
@@ -666,7 +995,15 @@ active proctype Client() {
   od;
   /* every request answers; then nothing is left pinned, queued or in flight */
   (answered[0] && answered[1] && (NREQ < 3 || answered[NREQ - 1]));
+  /* then every entry's fetch answers (an entry whose tickets all left drops its data): no pin
+     outlives every request it was fetched for */
+  (ENTRIES_FREE);
   d_step {
+    r = 0;
+    do
+    :: r < NP -> assert(emap[r] == 0); r++
+    :: else -> break
+    od;
     r = 0;
     do
     :: r < NP -> assert(cpins[r] == 0 && cwait[r] == 0 && cst[r] != LOADING); r++
@@ -779,13 +1116,47 @@ end_idle:
           :: xi < NI ->
              if
              :: batch & (1 << xi) ->
+                ze = tent[RI(r, xi)] - 1;
+                assert(eacc[ze] == RI(r, xi) + 1);
                 if
                 :: sok && TOKEN_BAD(r) -> sok = 0
                 :: else -> skip
                 fi;
-                Unpin(RI(r, xi));
                 pinned[r] = pinned[r] - SIZE(r, xi);
-                ist[RI(r, xi)] = DONE
+                ist[RI(r, xi)] = DONE;
+                if
+                :: !sok -> PassOn(RI(r, xi), ze)   /* not scanned here: the others still want it */
+                :: else ->
+                   Close(ze);   /* from here no ticket joins: score every registered query */
+                   zc = 1;
+                   zi = 0;
+                   do
+                   :: zi < NRI ->
+                      if
+                      :: (etk[ze] & (1 << zi)) != 0 -> zc++
+                      :: else -> skip
+                      fi;
+                      zi++
+                   :: else -> break
+                   od;
+                   assert(zc <= MAXQ && zc <= eq[ze]);   /* no scan scores more than the cap */
+                   printf("MSC: task Scan r%d scores P%d for %d queries\n", r, plan[ze], zc);
+                   zi = 0;
+                   do
+                   :: zi < NRI ->
+                      if
+                      :: (etk[ze] & (1 << zi)) != 0 -> OnHandBack(zi, ze)
+                      :: else -> skip
+                      fi;
+                      zi++
+                   :: else -> break
+                   od;
+                   eacc[ze] = 0;
+                   tent[RI(r, xi)] = 0;
+                   Unpin(RI(r, xi));   /* unpin as soon as scanned */
+                   FreeEntry(ze)
+                fi;
+                zi = 0; zc = 0; ze = 0
              :: else -> skip
              fi;
              xi++
