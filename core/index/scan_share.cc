@@ -61,6 +61,17 @@ size_t ScanShare::open_entries() const {
   return open_.size();
 }
 
+size_t ScanShare::MaxOpenTicketsPerQuery() const {
+  absl::MutexLock lock(&mu_);
+  absl::flat_hash_map<uint64_t, size_t> per_query;
+  size_t most = 0;
+  for (const auto& [key, entry] : open_) {
+    entry->share_->mu_.AssertHeld();
+    for (const Ticket& t : entry->tickets_) most = std::max(most, ++per_query[t.query_seq]);
+  }
+  return most;
+}
+
 void ScanShare::EraseLocked(SharedScan* entry) {
   auto it = open_.find(entry->key_);
   if (it != open_.end() && it->second.get() == entry) open_.erase(it);

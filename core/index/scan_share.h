@@ -121,7 +121,9 @@ class ScanShare {
   void ObserveScan(size_t queries) const {
     if (options_.observe_queries_per_scan) options_.observe_queries_per_scan(queries);
   }
-  size_t open_entries() const;  // for tests
+  // For tests: entries in the map, and the most tickets one query has registered on them.
+  size_t open_entries() const;
+  size_t MaxOpenTicketsPerQuery() const;
 
  private:
   friend class SharedScan;
