@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/index/distance.h"
 #include "core/index/fastscan_model.h"
+#include "core/index/ivf_scan.h"
 #include "core/index/partition_scan.h"
 #include "core/index/scan_share.h"
 #include "core/index/topk.h"
@@ -23,7 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kExact = UINT32_MAX;  // candidate key is exact (memtable or FLAT segment)
 constexpr size_t kMemtableRowsPerWork = 16384;
 
 std::atomic<uint64_t> g_next_query_seq{1};
@@ -50,18 +50,6 @@ uint64_t MicrosSince(Clock::time_point start) {
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
 }
 
-struct Candidate {
-  float key = 0;
-  uint64_t id = 0;
-  uint32_t segment = kExact;  // where the raw vector lives, for refine
-  uint32_t partition = 0;
-  uint32_t row = 0;
-  friend bool operator<(const Candidate& a, const Candidate& b) {
-    return a.key < b.key || (a.key == b.key && a.id < b.id);
-  }
-};
-using CandidateTopK = BasicTopK<Candidate>;
-
 // One unit of scanning: a segment's partition, or a range of memtable rows.
 struct Work {
   uint32_t segment = kExact;  // kExact: memtable block `partition`, rows [row_begin, +rows)
@@ -80,20 +68,6 @@ struct ReadyItem {
   size_t work = 0;
   PartitionData data;
   std::shared_ptr<SharedScan> entry;  // segment work: the shared scan it answered
-};
-
-// A joiner's share of a shared scan: per ticket query its candidates, and the stats every one
-// of its queries gets.
-struct HandBack {
-  std::vector<CandidateTopK> topk;
-  QueryStats stats;
-};
-
-// Where ScanItem pushes one scored query's rows.
-struct Sink {
-  CandidateTopK* best;
-  const IdFilter* filter;
-  uint32_t segment;  // in the owning request's segments
 };
 
 // A registered segment work item, as the job tracks it (all answers go through the ticket).
@@ -602,16 +576,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     }
     const ScanQuery* queries = tickets.empty() ? w.scan.data() : joined.data();
     const size_t nq = sinks.size();
-    ScoreChunks(queries, nq, codes, n, [&](size_t j, const float* keys) {
-      CandidateTopK& best = *sinks[j].best;
-      const uint32_t segment = exact ? kExact : sinks[j].segment;
-      for (size_t i = 0; i < n; ++i) {
-        if (keys[i] > best.threshold()) continue;
-        if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
-        if (sinks[j].filter && sinks[j].filter->IsDead(ids[i])) continue;
-        best.Push(Candidate{keys[i], ids[i], segment, w.partition, uint32_t(i)});
-      }
-    });
+    ScoreIntoSinks(queries, sinks.data(), nq, codes, ids, dead_flags, n, exact, w.partition);
     const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, nq);
     for (uint32_t q : w.queries) {
       QueryStats& s = results->stats[q];
@@ -631,23 +596,6 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       hb.stats.partitions_cached = item.data.cached ? 1 : 0;
     }
     if (!memtable) share_->ObserveScan(nq);
-  }
-
-  // Scores `nq` queries on n rows in chunks, so one thread's scratch stays near
-  // kMaxScratchFloats whatever the number of queries (I-9); at least one query per chunk.
-  // push(j, keys) gets query j's n keys.
-  template <typename Push>
-  static void ScoreChunks(const ScanQuery* queries, size_t nq, const uint8_t* codes, size_t n,
-                          Push&& push) {
-    const size_t chunk = std::max<size_t>(1, kMaxScratchFloats / std::max<size_t>(1, n));
-    for (size_t first = 0; first < nq; first += chunk) {
-      const size_t count = std::min(chunk, nq - first);
-      scratch_keys_.resize(count * n);  // thread_local below
-      ScorePartition(queries + first, count, codes, n, scratch_keys_.data(), &scratch_);
-      for (size_t j = 0; j < count; ++j) push(first + j, scratch_keys_.data() + j * n);
-    }
-    // A huge partition may have grown the scratch past the bound: give that memory back.
-    if (scratch_keys_.capacity() > kMaxScratchFloats) ReleaseScratch();
   }
 
   // Every partition is scanned (or the request failed): refine or answer.
@@ -833,19 +781,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   std::vector<TopK> refined_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<Candidate>> exact_;
   std::vector<std::vector<Candidate>> finals_;
-
-  // Scan scratch per arena thread, bounded by chunking (ScanItem).
-  static constexpr size_t kMaxScratchFloats = size_t(1) << 20;  // 4 MiB of keys
-  static void ReleaseScratch() {
-    std::vector<float>().swap(scratch_keys_);
-    scratch_ = PartitionScratch();
-  }
-  static thread_local std::vector<float> scratch_keys_;
-  static thread_local PartitionScratch scratch_;
 };
-
-thread_local std::vector<float> IvfSearchJob::scratch_keys_;
-thread_local PartitionScratch IvfSearchJob::scratch_;
 
 }  // namespace
 

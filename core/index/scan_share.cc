@@ -24,7 +24,7 @@ ScanShare::Registration ScanShare::Register(const ScanKey& key,
       }
     }
   }
-  auto entry = std::make_shared<SharedScan>(this, key, std::move(source));
+  auto entry = std::make_shared<SharedScan>(shared_from_this(), key, std::move(source));
   entry->share_->mu_.AssertHeld();
   entry->queries_ = n;
   entry->oldest_seq_ = ticket.query_seq;

@@ -95,7 +95,7 @@ struct ScanKey {
   }
 };
 
-class ScanShare {
+class ScanShare : public std::enable_shared_from_this<ScanShare> {
  public:
   struct Options {
     bool share_scans = true;           // false: every entry has exactly one ticket
@@ -104,6 +104,7 @@ class ScanShare {
     std::function<void(size_t)> observe_queries_per_scan;
   };
 
+  // REQUIRES: owned by a shared_ptr (entries hold it).
   explicit ScanShare(Options options) : options_(std::move(options)) {}
   ScanShare(const ScanShare&) = delete;
   ScanShare& operator=(const ScanShare&) = delete;
@@ -137,8 +138,8 @@ class ScanShare {
 
 class SharedScan : public std::enable_shared_from_this<SharedScan> {
  public:
-  SharedScan(ScanShare* share, ScanKey key, std::shared_ptr<PartitionSource> source)
-      : share_(share), key_(key), source_(std::move(source)) {}
+  SharedScan(std::shared_ptr<ScanShare> share, ScanKey key, std::shared_ptr<PartitionSource> source)
+      : share_(std::move(share)), key_(key), source_(std::move(source)) {}
 
   // Issues the entry's fetch with `fetch`'s priority; the answer goes to Deliver.
   void Issue(const PartitionFetch& fetch);
@@ -151,7 +152,7 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
   // REQUIRES: share_->mu_ held. Whether the ticket that issued the fetch stopped.
   bool IssuerStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(share_->mu_);
 
-  ScanShare* const share_;  // outlives every entry (the service owns it)
+  const std::shared_ptr<ScanShare> share_;  // an entry may outlive every request on it
   const ScanKey key_;
   const std::shared_ptr<PartitionSource> source_;
   // Guarded by share_->mu_ (one mutex for every entry).
