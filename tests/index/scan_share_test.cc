@@ -201,6 +201,68 @@ void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
   }
 }
 
+// A member that records what the entries tell it.
+class RecordingMember final : public ScanMember {
+ public:
+  bool AcceptShared(size_t work, const std::shared_ptr<SharedScan>&, PartitionData& data) override {
+    accepted.push_back(work);
+    held = std::move(data);
+    return accept;
+  }
+  void FailShared(size_t work, absl::Status) override { failed.push_back(work); }
+  bool accept = true;
+  std::vector<size_t> accepted, failed;
+  PartitionData held;
+};
+
+Ticket MakeTicket(std::shared_ptr<ScanMember> member, size_t work, uint64_t seq, size_t queries) {
+  Ticket t;
+  t.job = std::move(member);
+  t.work = work;
+  t.num_queries = queries;
+  t.query_seq = seq;
+  t.fetch.query_seq = seq;
+  return t;
+}
+
+// The joining rule: an older query never joins a younger one's entry (it leads a new one that
+// takes the map slot), younger ones join the oldest open entry until it is full, and a lone
+// ticket may exceed the cap.
+TEST(ScanShare, AnOlderQueryLeadsItsOwnEntryAndYoungerOnesJoinUpToTheCap) {
+  auto share = std::make_shared<ScanShare>(ScanShare::Options{true, 4, {}});
+  auto member = std::make_shared<RecordingMember>();
+  const ScanKey key{nullptr, 7};
+  auto young = share->Register(key, nullptr, MakeTicket(member, 0, 10, 1));
+  EXPECT_TRUE(young.lead);
+  auto old = share->Register(key, nullptr, MakeTicket(member, 1, 5, 1));
+  EXPECT_TRUE(old.lead) << "an older query rode a younger one's I/O priority";
+  auto joiner = share->Register(key, nullptr, MakeTicket(member, 2, 11, 2));
+  EXPECT_FALSE(joiner.lead);
+  EXPECT_EQ(joiner.entry, old.entry);
+  auto too_many = share->Register(key, nullptr, MakeTicket(member, 3, 12, 2));
+  EXPECT_TRUE(too_many.lead) << "the entry's scan grew past max_queries_per_scan";
+  auto huge = share->Register({nullptr, 8}, nullptr, MakeTicket(member, 4, 13, 100));
+  EXPECT_TRUE(huge.lead);
+  EXPECT_EQ(share->open_entries(), 2u);
+
+  // Data goes to the oldest ticket; the others stay for the accepting job's Close.
+  PartitionData data;
+  data.count = 1;
+  old.entry->Deliver(data);
+  EXPECT_EQ(member->accepted, std::vector<size_t>{1});
+  EXPECT_FALSE(share->Leave(old.entry, member.get(), 1)) << "an offered ticket left twice";
+  const std::vector<Ticket> closed = share->Close(old.entry);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].work, 2u);
+  EXPECT_FALSE(share->Leave(old.entry, member.get(), 2)) << "left after a scan took it";
+  EXPECT_TRUE(share->Leave(huge.entry, member.get(), 4));
+  huge.entry->Deliver(data);  // nobody left: dropped, the entry closes
+  EXPECT_EQ(member->accepted, std::vector<size_t>{1});
+  EXPECT_EQ(share->open_entries(), 1u);  // too_many's
+  share->Close(too_many.entry);          // (entries hold their share: no cycle left behind)
+  EXPECT_EQ(share->open_entries(), 0u);
+}
+
 // Many concurrent requests of 1-3 queries with different k, refine and dead rows: with
 // sharing on (fewer fetches, scans of several requests' queries) every answer equals the
 // unshared one, for every encoding.
