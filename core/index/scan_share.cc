@@ -126,6 +126,8 @@ void SharedScan::Deliver(absl::StatusOr<PartitionData> data) {
       }
       if (live) {
         issuer_ = live->fetch;
+        // Joiners must not be older than the query whose priority the read now has.
+        oldest_seq_ = live->query_seq;
         issuer_left_ = false;
         ++reissues_;
         reissue = issuer_;

@@ -160,7 +160,7 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
   bool closed_ ABSL_GUARDED_BY(share_->mu_) = false;
   // queries of every ticket ever registered
   size_t queries_ ABSL_GUARDED_BY(share_->mu_) = 0;
-  // the leader's query_seq: joiners are never older
+  // the issuer's query_seq (the leader's, or a re-issue's): joiners are never older
   uint64_t oldest_seq_ ABSL_GUARDED_BY(share_->mu_) = 0;
   // the fetch in flight was issued with this
   PartitionFetch issuer_ ABSL_GUARDED_BY(share_->mu_);

@@ -477,6 +477,33 @@ TEST(ScanShare, ALeaderCancelledWhileItsReadsAreQueuedHasThemReissuedForTheOther
   EXPECT_EQ(source->live_pins(), 0);
 }
 
+// After a re-issue the read has the new issuer's priority: a query older than it (though
+// younger than the cancelled leader) must not join and ride it.
+TEST(ScanShare, AfterAReissueAQueryOlderThanTheNewIssuerLeadsItsOwnEntry) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/true);
+  auto share = std::make_shared<ScanShare>(ScanShare::Options{});
+  auto member = std::make_shared<RecordingMember>();
+  const ScanKey key{source.get(), 3};
+  auto token = std::make_shared<CancelToken>();
+  Ticket leader = MakeTicket(member, 0, 1, 1);
+  leader.fetch.cancel = token;
+  auto lead = share->Register(key, source, leader);
+  ASSERT_TRUE(lead.lead);
+  lead.entry->Issue(leader.fetch);
+  ASSERT_FALSE(share->Register(key, source, MakeTicket(member, 2, 3, 1)).lead);
+  token->Cancel();
+  ASSERT_TRUE(share->Leave(lead.entry, member.get(), 0));
+  source->CancelQuery(1);  // the leader's queued read answers CANCELLED: re-issued for seq 3
+  ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{3});
+  auto middle = share->Register(key, source, MakeTicket(member, 1, 2, 1));
+  EXPECT_TRUE(middle.lead) << "query 2 rode query 3's I/O priority";
+  source->Release(1, nullptr);  // the re-issued read: query 3 takes it
+  EXPECT_EQ(member->accepted, std::vector<size_t>{2});
+  share->Close(lead.entry);
+  share->Close(middle.entry);
+}
+
 TEST(ScanShare, AnIoErrorFailsEveryRequestOnTheEntry) {
   LeaderAndJoiner t;
   auto source = std::make_shared<HeldSource>(t.segment, false);
