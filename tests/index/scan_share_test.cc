@@ -370,6 +370,63 @@ TEST(ScanShare, OneThreadManyRequestsSharingHeldCompletionsInAdversarialOrder) {
   EXPECT_LT(source->fetches(), num * 8);
 }
 
+// Two arena threads, random cancellations and deadlines while requests share partitions, and
+// a source that drops a stopped query's queued reads (so leaders' reads get re-issued): every
+// request ends, the untouched ones with the exact answer, and nothing stays pinned or open.
+TEST(ScanShare, RandomCancellationsAndDeadlinesWhileSharingAllEnd) {
+  testing::Watchdog watchdog(std::chrono::seconds(240), "cancelled sharing queries");
+  const Data data(2000, 16, 81);
+  auto segment =
+      std::make_shared<InMemorySegment>(TrainModel(data, 16, VectorEncoding::kFlat, 8, false),
+                                        data.vectors.data(), data.ids.data(), data.n);
+  auto source = std::make_shared<HeldSource>(segment, /*cancel_queued=*/true);
+  ScanObserver observer;
+  auto share = observer.Share(8);
+  TbbExecutor executor(2);
+  const size_t num = 300;
+  const auto queries = data.Queries(num, 82);
+  Answers answers(num);
+  std::vector<std::shared_ptr<CancelToken>> tokens;
+  std::mt19937 rng(83);
+  for (size_t i = 0; i < num; ++i) {
+    IvfSearchRequest r =
+        Request(data, Slice(queries, i, 1, data.dim), 1, {source->Ref(source)}, 16);
+    r.options.max_pinned_bytes = i % 2 ? 1 : 64 << 20;
+    tokens.push_back(i % 3 == 1
+                         ? std::make_shared<CancelToken>(CancelToken::Clock::now() +
+                                                         std::chrono::microseconds(rng() % 20000))
+                         : std::make_shared<CancelToken>());
+    r.cancel = tokens.back();
+    r.share = share;
+    IvfSearch(executor, std::move(r), answers.Callback(i));
+  }
+  while (!answers.AllAnswered()) {
+    // Requests i % 3 == 0 are never cancelled: they must all answer OK.
+    if (const size_t victim = rng() % num; rng() % 3 == 0 && victim % 3 != 0) {
+      tokens[victim]->Cancel();
+    }
+    if (source->Release(1 + rng() % 6, &rng) == 0) std::this_thread::yield();
+  }
+  for (size_t i = 0; i < num; ++i) {
+    const absl::StatusCode code = answers.Result(i).status().code();
+    ASSERT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kCancelled ||
+                code == absl::StatusCode::kDeadlineExceeded)
+        << i << ": " << answers.Result(i).status();
+    if (i % 3 == 0) {
+      EXPECT_EQ(code, absl::StatusCode::kOk) << i;
+    }
+    if (code != absl::StatusCode::kOk) continue;
+    EXPECT_EQ(Ids((*answers.Result(i))[0]), Exact(data, &queries[i * data.dim], 10, Metric::kL2))
+        << i;
+  }
+  executor.WaitIdle();
+  while (source->Release(16, nullptr) > 0) executor.WaitIdle();  // reads of entries all left
+  executor.WaitIdle();
+  EXPECT_EQ(source->live_pins(), 0);
+  EXPECT_EQ(share->open_entries(), 0u);
+  EXPECT_GT(observer.most.load(), 1u);
+}
+
 // I-9 with sharing: a joined partition counts against the joiner's budget like a fetch of its
 // own. With a budget below one partition, no request ever has two registrations open.
 TEST(ScanShare, PinnedBytesBudgetAndPrefetchDepthHoldForJoinedTickets) {
