@@ -71,6 +71,11 @@ const std::vector<Field>& Fields() {
        &Config::search_default_nprobe, "nprobe when neither request nor collection sets one"},
       {"search.batch_partitions", "SHOAL_BATCH_PARTITIONS", "--batch-partitions",
        &Config::search_batch_partitions, "K: partitions one search task scans at most"},
+      {"search.share_scans", "SHOAL_SHARE_SCANS", "--share-scans", &Config::search_share_scans,
+       "queries of different requests probing the same partition share its read and scan"},
+      {"search.max_queries_per_scan", "SHOAL_MAX_QUERIES_PER_SCAN", "--max-queries-per-scan",
+       &Config::search_max_queries_per_scan,
+       "queries one shared partition scan scores at most (later ones start a new scan)"},
       {"search.batch_bytes", "SHOAL_BATCH_BYTES", "--batch-bytes", &Config::search_batch_bytes,
        "B: bytes one search task scans at most (at least one partition)"},
       {"search.max_pinned_bytes_per_query", "SHOAL_MAX_PINNED_BYTES", "--max-pinned-bytes",
@@ -281,6 +286,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   }
   if (loaded.config.search_default_nprobe < 1) {
     return absl::InvalidArgumentError("search.default_nprobe: must be at least 1");
+  }
+  if (loaded.config.search_max_queries_per_scan < 1) {
+    return absl::InvalidArgumentError("search.max_queries_per_scan: must be at least 1");
   }
   if (loaded.config.search_batch_partitions < 1) {
     return absl::InvalidArgumentError("search.batch_partitions: must be at least 1");

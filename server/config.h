@@ -52,6 +52,12 @@ struct Config {
   int search_default_nprobe = 16;
   // K: partitions one search task scans at most. Default: 16.
   int search_batch_partitions = 16;
+  // Queries of different requests that probe the same partition share one read and one
+  // scan. Default: true.
+  bool search_share_scans = true;
+  // Queries one shared partition scan scores at most (later ones open a new scan).
+  // Default: 64.
+  int search_max_queries_per_scan = 64;
   // B: bytes one search task scans at most (at least one partition). Default: 8 MiB.
   int64_t search_batch_bytes = 8ll << 20;
   // Partition bytes one request may have fetched but not yet scanned (the prefetch depth).

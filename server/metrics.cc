@@ -62,6 +62,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Search requests admitted and not yet answered")
                           .Register(*registry_)
                           .Add({});
+  queries_per_scan_ =
+      &prometheus::BuildHistogram()
+           .Name("shoal_search_queries_per_scan")
+           .Help("Queries scored by one partition scan, of every request sharing it")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
   auto& refusals = prometheus::BuildCounter()
                        .Name("shoal_admission_refusals_total")
                        .Help("Requests refused with RESOURCE_EXHAUSTED at admission, by reason")

@@ -99,7 +99,8 @@ absl::Status Server::Start() {
           uint64_t(config_.search_max_pinned_bytes), uint64_t(config_.flush_rows),
           RequestLimits{uint64_t(config_.max_candidates_per_query),
                         uint64_t(config_.max_request_bytes), uint64_t(config_.max_message_bytes)},
-          uint64_t(config_.max_inflight_request_bytes), config_.max_inflight_per_peer});
+          uint64_t(config_.max_inflight_request_bytes), config_.max_inflight_per_peer,
+          config_.search_share_scans, size_t(config_.search_max_queries_per_scan)});
   s.raw_service = std::make_unique<RawShoalService>(s.service.get());
   s.service->SetMaintenanceExecutor(s.maintenance.get());
 

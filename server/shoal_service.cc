@@ -38,6 +38,11 @@ ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core:
       admin_(admin),
       metrics_(metrics),
       options_(std::move(options)),
+      scan_share_(std::make_shared<core::ScanShare>(
+          core::ScanShare::Options{options_.share_scans, options_.max_queries_per_scan,
+                                   [metrics](size_t queries) {
+                                     if (metrics) metrics->ObserveQueriesPerScan(queries);
+                                   }})),
       inflight_bytes_(options_.max_inflight_request_bytes),
       // An explicit server.max_inflight_per_peer is a hard cap; the default is a quarter of the
       // server's slots as a share that an otherwise idle server lends out (PeerSlots).
@@ -369,6 +374,7 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
   search.options.batch_partitions = options_.batch_partitions;
   search.options.batch_bytes = options_.batch_bytes;
   search.options.max_pinned_bytes = options_.max_pinned_bytes;
+  search.share = scan_share_;
   auto done = [this, r, req, resp, collection, slot = std::move(slot),
                peer_slot = *std::move(peer_slot), reservation = *std::move(reservation)](
                   absl::StatusOr<std::vector<core::QueryResult>> results) mutable {

@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
+#include "core/index/scan_share.h"
 #include "server/api_keys.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
@@ -52,6 +53,8 @@ class ShoalService final {
     uint64_t max_inflight_request_bytes = 1ull << 30;
     // Searches and Gets of one connection at once; 0 = max(1, max_inflight_searches / 4).
     int max_inflight_per_peer = 0;
+    bool share_scans = true;  // search.share_scans
+    size_t max_queries_per_scan = 64;
   };
 
   ShoalService(storage::Catalog* catalog, core::Executor* cpu, core::Executor* admin,
@@ -145,6 +148,8 @@ class ShoalService final {
   core::Executor* const admin_;
   Metrics* const metrics_;
   const Options options_;
+  // Shared partition scans of every collection's searches (keyed by segment and partition).
+  const std::shared_ptr<core::ScanShare> scan_share_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   core::Executor* maintenance_ = nullptr;
   std::atomic<bool> admitting_{true};

@@ -15,7 +15,9 @@
 #include "core/index/coarse_router.h"
 #include "core/index/distance.h"
 #include "core/index/fastscan_model.h"
+#include "core/index/ivf_scan.h"
 #include "core/index/partition_scan.h"
+#include "core/index/scan_share.h"
 #include "core/index/topk.h"
 
 namespace shoal::core {
@@ -23,7 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kExact = UINT32_MAX;  // candidate key is exact (memtable or FLAT segment)
 constexpr size_t kMemtableRowsPerWork = 16384;
 
 std::atomic<uint64_t> g_next_query_seq{1};
@@ -50,18 +51,6 @@ uint64_t MicrosSince(Clock::time_point start) {
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
 }
 
-struct Candidate {
-  float key = 0;
-  uint64_t id = 0;
-  uint32_t segment = kExact;  // where the raw vector lives, for refine
-  uint32_t partition = 0;
-  uint32_t row = 0;
-  friend bool operator<(const Candidate& a, const Candidate& b) {
-    return a.key < b.key || (a.key == b.key && a.id < b.id);
-  }
-};
-using CandidateTopK = BasicTopK<Candidate>;
-
 // One unit of scanning: a segment's partition, or a range of memtable rows.
 struct Work {
   uint32_t segment = kExact;  // kExact: memtable block `partition`, rows [row_begin, +rows)
@@ -73,12 +62,17 @@ struct Work {
   // Segment work: each query's routing key of the partition (|q - c|^2 or -<q, c>), the
   // per-(query, partition) constant of residual codes (core/index/partition_scan.h).
   std::vector<float> coarse_keys;
+  std::vector<ScanQuery> scan;  // queries[j] as ScorePartition takes it (and tickets point to)
 };
 
 struct ReadyItem {
   size_t work = 0;
   PartitionData data;
+  std::shared_ptr<SharedScan> entry;  // segment work: the shared scan it answered
 };
+
+// A registered segment work item, as the job tracks it (all answers go through the ticket).
+enum class TicketState : uint8_t { kNone, kRegistered, kLeaving, kAnswered };
 
 // Per-task results, merged into the job under its lock when the task ends.
 struct TaskResults {
@@ -97,12 +91,13 @@ uint32_t RefineFactor(const IvfSearchRequest& req) {
   return 0;
 }
 
-class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
+class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfSearchJob> {
  public:
   IvfSearchJob(Executor& executor, IvfSearchRequest request, SearchDone done)
       : executor_(executor),
         req_(std::move(request)),
         done_(std::move(done)),
+        share_(req_.share ? req_.share : std::make_shared<ScanShare>(ScanShare::Options{false})),
         query_seq_(g_next_query_seq.fetch_add(1)),
         max_tasks_(size_t(std::max(1, executor.concurrency()))),
         memtable_model_{req_.dim, req_.metric, VectorEncoding::kFlat, {}, {}, {}, 0, 0, {}},
@@ -191,6 +186,10 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       }
       prepared_.push_back(std::make_unique<PreparedQueries>(model, req_.queries.data(), nq));
     }
+    for (Work& w : work) {
+      w.scan = ScanQueries(*prepared_[w.segment], w.queries.data(), w.coarse_keys.data(),
+                           w.queries.size());
+    }
     // Nearest first across segments: every query's first partitions are read before anyone's
     // far ones.
     std::stable_sort(work.begin(), work.end(),
@@ -213,15 +212,18 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
           w.rows = std::min(kMemtableRowsPerWork, rows - r);
           w.bytes = w.rows * dim * sizeof(float);
           w.queries = all;
+          w.scan = ScanQueries(*memtable_prepared_, all.data(), nullptr, nq);
           memtable_work.push_back(std::move(w));
         }
       }
     }
     absl::MutexLock lock(&mu_);
     work_ = std::move(memtable_work);
-    for (size_t i = 0; i < work_.size(); ++i) ready_.push_back({i, {}});
+    for (size_t i = 0; i < work_.size(); ++i) ready_.push_back({i, {}, nullptr});
     next_fetch_ = work_.size();
     for (Work& w : work) work_.push_back(std::move(w));
+    tickets_.assign(work_.size(), TicketState::kNone);
+    entries_.resize(work_.size());
   }
 
   // Decides what to do next under the lock and does it without the lock: fetch more partitions,
@@ -229,6 +231,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   void Progress() {
     std::vector<size_t> fetches;
     std::vector<ReadyItem> dropped;
+    std::vector<std::pair<size_t, std::shared_ptr<SharedScan>>> leaving;
     size_t tasks = 0;
     bool stage_done = false;
     bool cancel_sources = false;
@@ -245,6 +248,12 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
         ready_.clear();
         scanned_ += work_.size() - next_fetch_;  // never fetched
         next_fetch_ = work_.size();
+        // Withdraw from the shared scans still waiting for data (outside the lock, below).
+        for (size_t w = 0; w < work_.size(); ++w) {
+          if (tickets_[w] != TicketState::kRegistered) continue;
+          tickets_[w] = TicketState::kLeaving;
+          leaving.push_back({w, entries_[w]});
+        }
       }
       while (next_fetch_ < work_.size()) {
         const Work& w = work_[next_fetch_];
@@ -267,8 +276,14 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
         stage_done = true;
       }
     }
+    const bool left = LeaveShared(leaving);
+    // Data this job accepted but will not scan goes to the entry's other tickets, if any.
+    for (ReadyItem& item : dropped) {
+      if (item.entry) item.entry->Deliver(std::move(item.data));
+    }
     dropped.clear();  // unpin outside the lock
     CancelSourcesIf(cancel_sources);
+    if (left) return Progress();  // the work items that left are done: maybe the stage too
     if (!fetches.empty()) {
       // One batch per source: the request's reads reach the disk together, not one by one.
       {
@@ -288,35 +303,110 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     if (stage_done) Submit(&IvfSearchJob::FinishScan);
   }
 
+  // Registers work item `index` on the shared scan of its partition: leads it (issues the
+  // fetch) or joins one already in flight. Either way the answer comes exactly once, through
+  // AcceptShared, FailShared or OnHandBack.
   void StartFetch(size_t index) {
     const Work& w = work_[index];
-    PartitionFetch fetch;
-    fetch.partition = w.partition;
-    fetch.query_seq = query_seq_;
-    fetch.rank = w.rank;
-    fetch.cancel = req_.cancel;
-    req_.segments[w.segment].source->Fetch(
-        fetch, [self = shared_from_this(), index](absl::StatusOr<PartitionData> data) {
-          self->OnFetched(index, std::move(data));
-        });
+    const IvfSegmentRef& seg = req_.segments[w.segment];
+    Ticket ticket;
+    ticket.job = shared_from_this();
+    ticket.work = index;
+    ticket.segment = w.segment;
+    ticket.queries = w.scan.data();
+    ticket.num_queries = w.scan.size();
+    ticket.limit = candidates_per_query_;
+    ticket.dead = seg.dead.get();
+    ticket.query_seq = query_seq_;
+    ticket.fetch.partition = w.partition;
+    ticket.fetch.query_seq = query_seq_;
+    ticket.fetch.rank = w.rank;
+    ticket.fetch.cancel = req_.cancel;
+    const PartitionFetch fetch = ticket.fetch;
+    ScanShare::Registration r =
+        share_->Register({seg.source.get(), w.partition}, seg.source, std::move(ticket));
+    {
+      absl::MutexLock lock(&mu_);
+      if (tickets_[index] == TicketState::kNone) {  // not answered inline by a racing scan
+        tickets_[index] = TicketState::kRegistered;
+        entries_[index] = r.entry;
+      }
+    }
+    if (r.lead) r.entry->Issue(fetch);
+  }
+
+  // ScanMember: the shared scan's data for work item `work` (I/O thread or inline).
+  bool AcceptShared(size_t work, const std::shared_ptr<SharedScan>& entry,
+                    PartitionData& data) override {
+    return OnFetched(work, &data, entry, absl::OkStatus());
+  }
+
+  // ScanMember: the shared scan's fetch failed.
+  void FailShared(size_t work, absl::Status status) override {
+    OnFetched(work, nullptr, nullptr, std::move(status));
   }
 
   // Runs on the I/O thread (or inline): bookkeeping only, never a scan (DESIGN.md §3 step 4).
-  void OnFetched(size_t index, absl::StatusOr<PartitionData> data) {
-    bool progress = true;
+  // Takes `data` (returns true) unless the job has failed or `status` is an error.
+  bool OnFetched(size_t index, PartitionData* data, const std::shared_ptr<SharedScan>& entry,
+                 absl::Status status) {
+    bool progress = true, accepted = false;
     {
       absl::MutexLock lock(&mu_);
-      --fetches_in_flight_;
-      if (!data.ok()) {
+      TicketAnsweredLocked(index);
+      if (!status.ok() || failed_) {
         pinned_bytes_ -= work_[index].bytes;
         ++scanned_;
-        FailLocked(data.status());
+        if (!status.ok()) FailLocked(std::move(status));
       } else {
-        ready_.push_back({index, *std::move(data)});
+        ready_.push_back({index, std::move(*data), entry});
+        accepted = true;
       }
       progress = issuing_ == 0;  // the issuing thread calls Progress() when it is done
     }
     if (progress) Progress();
+    return accepted;
+  }
+
+  // Another request's scan task scored work item `work`'s queries: merge, as if scanned here.
+  void OnHandBack(size_t work, HandBack results) {
+    bool progress;
+    {
+      absl::MutexLock lock(&mu_);
+      TicketAnsweredLocked(work);
+      const Work& w = work_[work];
+      for (size_t j = 0; j < w.queries.size(); ++j) {
+        candidates_[w.queries[j]].Merge(results.topk[j]);
+        Add(results.stats, &stats_[w.queries[j]]);
+      }
+      pinned_bytes_ -= w.bytes;
+      ++scanned_;
+      progress = issuing_ == 0;
+    }
+    if (progress) Progress();
+  }
+
+  // REQUIRES: mu_ held. Work item `work`'s ticket got its one answer (or left).
+  void TicketAnsweredLocked(size_t work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --fetches_in_flight_;
+    tickets_[work] = TicketState::kAnswered;
+    entries_[work].reset();
+  }
+
+  // The job failed: withdraw its tickets from shared scans still waiting for data, so that it
+  // answers without waiting for other requests' reads. A ticket a scan already took answers
+  // later (bounded CPU work). REQUIRES: mu_ not held.
+  bool LeaveShared(const std::vector<std::pair<size_t, std::shared_ptr<SharedScan>>>& leaving) {
+    bool left = false;
+    for (const auto& [work, entry] : leaving) {
+      if (!share_->Leave(entry, this, work)) continue;
+      absl::MutexLock lock(&mu_);
+      TicketAnsweredLocked(work);
+      pinned_bytes_ -= work_[work].bytes;
+      ++scanned_;
+      left = true;
+    }
+    return left;
   }
 
   // REQUIRES: mu_ held. The first failure wins; it also asks for the sources to drop this
@@ -356,8 +446,27 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     absl::Status status;
     for (ReadyItem& item : batch) {
       if (status.ok()) status = CheckCancel();
-      if (status.ok()) status = ScanItemCatching(item, &results);
+      if (!status.ok()) {
+        // Not scanned here: the shared scan's other tickets still want the data.
+        if (item.entry) item.entry->Deliver(std::move(item.data));
+        item.data.pin.reset();
+        continue;
+      }
+      // From here no ticket joins: score every registered query, hand each its share.
+      std::vector<Ticket> tickets;
+      if (item.entry) tickets = share_->Close(item.entry);
+      std::vector<HandBack> handbacks;
+      status = ScanItemCatching(item, tickets, &results, &handbacks);
       item.data.pin.reset();  // unpin as soon as the partition is scanned
+      for (size_t t = 0; t < tickets.size(); ++t) {
+        // Every ticket is an IvfSearchJob's (the only ScanMember).
+        auto* joiner = static_cast<IvfSearchJob*>(tickets[t].job.get());
+        if (status.ok()) {
+          joiner->OnHandBack(tickets[t].work, std::move(handbacks[t]));
+        } else {
+          joiner->FailShared(tickets[t].work, status);
+        }
+      }
     }
     {
       absl::MutexLock lock(&mu_);
@@ -402,11 +511,15 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
     }
   }
 
-  absl::Status ScanItemCatching(const ReadyItem& item, TaskResults* results) {
-    return Catching("scanning a partition", [&] { ScanItem(item, results); });
+  absl::Status ScanItemCatching(const ReadyItem& item, const std::vector<Ticket>& tickets,
+                                TaskResults* results, std::vector<HandBack>* handbacks) {
+    return Catching("scanning a partition", [&] { ScanItem(item, tickets, results, handbacks); });
   }
 
-  void ScanItem(const ReadyItem& item, TaskResults* results) {
+  // Scores one ready item for this job's queries and for every closed ticket's (other
+  // requests' queries on the same partition), in one batched ScorePartition per chunk.
+  void ScanItem(const ReadyItem& item, const std::vector<Ticket>& tickets, TaskResults* results,
+                std::vector<HandBack>* handbacks) {
     const Clock::time_point start = Clock::now();
     const Work& w = work_[item.work];
     const bool memtable = w.segment == kExact;
@@ -432,32 +545,28 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       prepared = prepared_[w.segment].get();
       exact = prepared->model().encoding == VectorEncoding::kFlat;
     }
-    const size_t nq = w.queries.size();
-    // Queries are scored in chunks so one thread's scratch stays near kMaxScratchFloats
-    // whatever the request's size (I-9); at least one query per chunk.
-    const size_t chunk = std::max<size_t>(1, kMaxScratchFloats / std::max<size_t>(1, n));
-    for (size_t first = 0; first < nq; first += chunk) {
-      const size_t count = std::min(chunk, nq - first);
-      scratch_keys_.resize(count * n);  // thread_local below
-      const float* coarse_keys = w.coarse_keys.empty() ? nullptr : w.coarse_keys.data() + first;
-      ScorePartition(*prepared, w.queries.data() + first, coarse_keys, count, codes, n,
-                     scratch_keys_.data(), &scratch_);
-      for (size_t j = 0; j < count; ++j) {
-        const uint32_t q = w.queries[first + j];
-        std::optional<CandidateTopK>& best = results->topk[q];
-        if (!best) best.emplace(candidates_per_query_);
-        const float* keys = scratch_keys_.data() + j * n;
-        for (size_t i = 0; i < n; ++i) {
-          if (keys[i] > best->threshold()) continue;
-          if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
-          if (filter && filter->IsDead(ids[i])) continue;
-          Candidate c{keys[i], ids[i], exact ? kExact : w.segment, w.partition, uint32_t(i)};
-          best->Push(c);
-        }
-      }
+    // The queries to score, own first, and where each one's rows go.
+    std::vector<Sink> sinks;
+    for (uint32_t q : w.queries) {
+      if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
+      sinks.push_back({&*results->topk[q], filter, w.segment});
     }
-    // A huge partition may have grown the scratch past the bound: give that memory back.
-    if (scratch_keys_.capacity() > kMaxScratchFloats) ReleaseScratch();
+    std::vector<ScanQuery> joined;
+    handbacks->resize(tickets.size());
+    for (size_t t = 0; t < tickets.size(); ++t) {
+      const Ticket& ticket = tickets[t];
+      HandBack& hb = (*handbacks)[t];
+      hb.topk.reserve(ticket.num_queries);
+      for (size_t j = 0; j < ticket.num_queries; ++j) {
+        hb.topk.emplace_back(ticket.limit);
+        sinks.push_back({&hb.topk.back(), ticket.dead, ticket.segment});
+      }
+      if (joined.empty()) joined = w.scan;
+      joined.insert(joined.end(), ticket.queries, ticket.queries + ticket.num_queries);
+    }
+    const ScanQuery* queries = tickets.empty() ? w.scan.data() : joined.data();
+    const size_t nq = sinks.size();
+    ScoreIntoSinks(queries, sinks.data(), nq, codes, ids, dead_flags, n, exact, w.partition);
     const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, nq);
     for (uint32_t q : w.queries) {
       QueryStats& s = results->stats[q];
@@ -470,6 +579,13 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
       s.queue_us += item.data.queue_us;
       s.io_us += item.data.io_us;
     }
+    for (HandBack& hb : *handbacks) {  // a joiner read nothing itself
+      hb.stats.vectors_scanned = n;
+      hb.stats.cpu_us = cpu_us;
+      hb.stats.partitions_probed = 1;
+      hb.stats.partitions_cached = item.data.cached ? 1 : 0;
+    }
+    if (!memtable) share_->ObserveScan(nq);
   }
 
   // Every partition is scanned (or the request failed): refine or answer.
@@ -620,6 +736,7 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   Executor& executor_;
   const IvfSearchRequest req_;
   SearchDone done_;
+  const std::shared_ptr<ScanShare> share_;  // the request's, or a private unshared one
   const uint64_t query_seq_;
   const size_t max_tasks_;
   const IvfModel memtable_model_;
@@ -645,25 +762,16 @@ class IvfSearchJob : public std::enable_shared_from_this<IvfSearchJob> {
   size_t scanned_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<ReadyItem> ready_ ABSL_GUARDED_BY(mu_);
+  // Per work item: its ticket's state and, while registered, its shared scan.
+  std::vector<TicketState> tickets_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<SharedScan>> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<CandidateTopK> candidates_ ABSL_GUARDED_BY(mu_);
   std::vector<QueryStats> stats_ ABSL_GUARDED_BY(mu_);
   size_t refine_reads_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<TopK> refined_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<Candidate>> exact_;
   std::vector<std::vector<Candidate>> finals_;
-
-  // Scan scratch per arena thread, bounded by chunking (ScanItem).
-  static constexpr size_t kMaxScratchFloats = size_t(1) << 20;  // 4 MiB of keys
-  static void ReleaseScratch() {
-    std::vector<float>().swap(scratch_keys_);
-    scratch_ = PartitionScratch();
-  }
-  static thread_local std::vector<float> scratch_keys_;
-  static thread_local PartitionScratch scratch_;
 };
-
-thread_local std::vector<float> IvfSearchJob::scratch_keys_;
-thread_local PartitionScratch IvfSearchJob::scratch_;
 
 }  // namespace
 

@@ -12,6 +12,17 @@
 // `batch_partitions` or `batch_bytes`), checks cancellation before each partition, scans,
 // merges into the per-query top-k and returns: waiting is expressed by returning (I-1).
 //
+// Shared scans across requests (core/index/scan_share.h): every partition a request fetches is
+// a ticket registered on its ScanShare. A request whose partition is already being fetched for
+// another (older or as old) request joins that fetch instead of issuing its own; the request
+// whose job accepts the data scores every registered request's queries on it in one batched
+// ScorePartition call and hands each its candidates (filtered by that request's dead rows,
+// kept to its own limit). A joined partition counts against the joiner's pinned-bytes budget
+// and prefetch depth exactly like a fetch of its own, until it is scanned for it. A cancelled
+// or failed request leaves the shared scans it waits on and answers at once; a partition whose
+// fetch its leader's cancellation dropped is fetched again for the others. `share` null: each
+// request has a private, unshared ScanShare (the same code path with one ticket per fetch).
+//
 // Refine (SQ8/PQ segments, refine_factor > 0): the best k * refine_factor candidates are
 // re-ranked with exact distances from raw vectors read through PartitionSource::ReadRaw,
 // another asynchronous stage. `done` runs once, on an executor thread, after every fetch has
@@ -28,6 +39,7 @@
 #include "core/exec/executor.h"
 #include "core/index/ivf_model.h"
 #include "core/index/partition_source.h"
+#include "core/index/scan_share.h"
 #include "core/index/search_types.h"
 
 namespace shoal::core {
@@ -65,6 +77,8 @@ struct IvfSearchRequest {
   uint32_t refine_factor = 0;
   std::shared_ptr<const CancelToken> cancel;  // may be null
   IvfSearchOptions options;
+  // Shared scans with other requests on the same ScanShare; null: none.
+  std::shared_ptr<ScanShare> share;
 };
 
 void IvfSearch(Executor& executor, IvfSearchRequest request, SearchDone done);

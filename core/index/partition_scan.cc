@@ -161,16 +161,17 @@ void GemmResidualSq8(const PreparedQueries& p, const float* offset, const float*
 }  // namespace
 
 // Many queries on one partition (FLAT or SQ8): sgemm over the rows, SQ8 decoded tile by tile.
-void PreparedQueries::ScoreBlocked(const uint32_t* query_ids, const float* coarse_keys, size_t nq,
-                                   const uint8_t* codes, size_t n, float* keys,
-                                   PartitionScratch* s) const {
+// The SQ8 ranges are the model's, so this object's serve every query's.
+void PreparedQueries::ScoreBlocked(const ScanQuery* queries, size_t nq, const uint8_t* codes,
+                                   size_t n, float* keys, PartitionScratch* s) const {
   const size_t dim = model_.dim;
   // Gather the queries (and their norms) contiguously for sgemm.
   s->queries.resize(nq * dim);
   std::vector<float> norms(nq);
   for (size_t j = 0; j < nq; ++j) {
-    std::memcpy(s->queries.data() + j * dim, query(query_ids[j]), dim * sizeof(float));
-    norms[j] = norms_[query_ids[j]];
+    const PreparedQueries& p = *queries[j].prepared;
+    std::memcpy(s->queries.data() + j * dim, p.query(queries[j].index), dim * sizeof(float));
+    norms[j] = p.norms_[queries[j].index];
   }
   if (model_.encoding == VectorEncoding::kFlat) {
     GemmKeys(model_.metric, s->queries.data(), norms.data(), nq,
@@ -181,7 +182,9 @@ void PreparedQueries::ScoreBlocked(const uint32_t* query_ids, const float* coars
     // r^ = offset + code * scale, so f <q, r^> = f q.offset + f <q, code * scale>: the first
     // part joins the coarse key, the second is sgemm over codes decoded with a zero offset.
     std::vector<float> biases(nq);
-    for (size_t j = 0; j < nq; ++j) biases[j] = coarse_keys[j] + sq_const_[query_ids[j]];
+    for (size_t j = 0; j < nq; ++j) {
+      biases[j] = queries[j].coarse_key + queries[j].prepared->sq_const_[queries[j].index];
+    }
     const std::vector<float> zero(dim, 0.0f);
     GemmResidualSq8(*this, zero.data(), sq_scale_.data(), s->queries.data(), biases.data(), nq,
                     codes, n, keys, s);
@@ -238,23 +241,38 @@ void PreparedQueries::ScoreOne(uint32_t q, float coarse_key, const uint8_t* code
   }
 }
 
-void ScorePartition(const PreparedQueries& p, const uint32_t* query_ids, const float* coarse_keys,
-                    size_t nq, const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) {
-  const IvfModel& model = p.model();
+void ScorePartition(const ScanQuery* queries, size_t nq, const uint8_t* codes, size_t n,
+                    float* keys, PartitionScratch* s) {
+  if (nq == 0) return;
+  const PreparedQueries& first = *queries[0].prepared;
+  const IvfModel& model = first.model();
   if (IsFastScan(model)) {
     std::vector<const FastScanLut*> luts(nq);
-    for (size_t j = 0; j < nq; ++j) luts[j] = &p.fastscan_luts_[query_ids[j]];
-    ScoreFastScanPartition(model, luts.data(), model.residual ? coarse_keys : nullptr, nq, codes, n,
-                           keys);
+    std::vector<float> coarse_keys(model.residual ? nq : 0);
+    for (size_t j = 0; j < nq; ++j) {
+      luts[j] = &queries[j].prepared->fastscan_luts_[queries[j].index];
+      if (model.residual) coarse_keys[j] = queries[j].coarse_key;
+    }
+    ScoreFastScanPartition(model, luts.data(), model.residual ? coarse_keys.data() : nullptr, nq,
+                           codes, n, keys);
     return;
   }
-  if (nq >= kMinQueriesForGemm && p.model().encoding != VectorEncoding::kPq) {
-    p.ScoreBlocked(query_ids, coarse_keys, nq, codes, n, keys, s);
+  if (nq >= kMinQueriesForGemm && model.encoding != VectorEncoding::kPq) {
+    first.ScoreBlocked(queries, nq, codes, n, keys, s);
     return;
   }
   for (size_t j = 0; j < nq; ++j) {
-    p.ScoreOne(query_ids[j], coarse_keys ? coarse_keys[j] : 0.0f, codes, n, keys + j * n);
+    queries[j].prepared->ScoreOne(queries[j].index, queries[j].coarse_key, codes, n, keys + j * n);
   }
+}
+
+std::vector<ScanQuery> ScanQueries(const PreparedQueries& prepared, const uint32_t* query_ids,
+                                   const float* coarse_keys, size_t nq) {
+  std::vector<ScanQuery> out(nq);
+  for (size_t j = 0; j < nq; ++j) {
+    out[j] = {&prepared, query_ids[j], coarse_keys ? coarse_keys[j] : 0.0f};
+  }
+  return out;
 }
 
 }  // namespace shoal::core

@@ -10,8 +10,10 @@
 //
 // Several queries on one partition are scored together ("partition-major"): FLAT rows, and
 // SQ8 rows decoded tile by tile, go through one BLAS sgemm for all of the queries instead of
-// one pass per query; PQ shares the codes' cache lines. A single query uses the fused SIMD
-// kernels (core/index/scan_kernels.h).
+// one pass per query; 4-bit PQ (fast-scan) scores its LUTs in groups; 8-bit PQ shares the codes'
+// cache lines. A single query uses the fused SIMD kernels (core/index/scan_kernels.h). The
+// queries may come from several PreparedQueries (several requests sharing one scan,
+// core/index/scan_share.h) as long as every one was prepared for the same model.
 //
 // Thread-safety: PreparedQueries is immutable after construction; ScorePartition is
 // thread-safe given a PartitionScratch per thread.
@@ -26,6 +28,7 @@
 namespace shoal::core {
 
 struct PartitionScratch;
+struct ScanQuery;
 
 class PreparedQueries {
  public:
@@ -44,12 +47,13 @@ class PreparedQueries {
   float residual_factor() const { return IsSimilarity(model_.metric) ? -1.0f : -2.0f; }
 
  private:
-  friend void ScorePartition(const PreparedQueries&, const uint32_t*, const float*, size_t,
-                             const uint8_t*, size_t, float*, PartitionScratch*);
+  friend void ScorePartition(const ScanQuery*, size_t, const uint8_t*, size_t, float*,
+                             PartitionScratch*);
   void PrepareSq8();
   void PreparePq();
-  void ScoreBlocked(const uint32_t* query_ids, const float* coarse_keys, size_t nq,
-                    const uint8_t* codes, size_t n, float* keys, PartitionScratch* s) const;
+  // REQUIRES: every queries[j].prepared has this object's model.
+  void ScoreBlocked(const ScanQuery* queries, size_t nq, const uint8_t* codes, size_t n,
+                    float* keys, PartitionScratch* s) const;
   void ScoreOne(uint32_t q, float coarse_key, const uint8_t* codes, size_t n, float* out) const;
 
   const IvfModel& model_;
@@ -69,13 +73,24 @@ struct PartitionScratch {
   std::vector<float> queries, decoded, products, norms;
 };
 
-// keys[j * n + i] = the key (core/base/metric.h: smaller is nearer) of row i for query
-// query_ids[j]. `codes` holds n rows of model.CodeSize() bytes. coarse_keys[j] is query
-// query_ids[j]'s CoarseKey of this partition; REQUIRES: non-null for a residual model (other
-// models ignore it).
-void ScorePartition(const PreparedQueries& prepared, const uint32_t* query_ids,
-                    const float* coarse_keys, size_t nq, const uint8_t* codes, size_t n,
+// One query to score on a partition: query `index` of `prepared`, and its CoarseKey of the
+// partition (residual models need it; others ignore it).
+struct ScanQuery {
+  const PreparedQueries* prepared = nullptr;
+  uint32_t index = 0;
+  float coarse_key = 0;
+};
+
+// keys[j * n + i] = the key (core/base/metric.h: smaller is nearer) of row i for queries[j].
+// `codes` holds n rows of model.CodeSize() bytes. REQUIRES: nq >= 1 and every
+// queries[j].prepared was prepared for the same model (one segment's), whatever request it
+// belongs to.
+void ScorePartition(const ScanQuery* queries, size_t nq, const uint8_t* codes, size_t n,
                     float* keys, PartitionScratch* scratch);
+
+// Queries query_ids[j] of `prepared` with coarse_keys[j] (null: 0), as ScanQuery.
+std::vector<ScanQuery> ScanQueries(const PreparedQueries& prepared, const uint32_t* query_ids,
+                                   const float* coarse_keys, size_t nq);
 
 // Queries on one partition from which the blocked (sgemm) path pays off.
 inline constexpr size_t kMinQueriesForGemm = 8;

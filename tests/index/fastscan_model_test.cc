@@ -76,8 +76,8 @@ TEST(FastScanModel, PartitionKeysMatchTheDistanceToTheReconstruction) {
   }
   std::vector<float> keys(nq * count);
   PartitionScratch scratch;
-  ScorePartition(prepared, ids.data(), coarse.data(), nq, codes.data(), count, keys.data(),
-                 &scratch);
+  ScorePartition(ScanQueries(prepared, ids.data(), coarse.data(), nq).data(), nq, codes.data(),
+                 count, keys.data(), &scratch);
 
   faiss::ProductQuantizer pq(dim, model.pq_m, 4);
   pq.centroids = model.pq_codebooks;

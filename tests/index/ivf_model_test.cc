@@ -211,10 +211,11 @@ TEST(PartitionScan, GemmPathMatchesPerQueryKernels) {
         for (uint32_t i = 0; i < nq; ++i) ids[i] = i, coarse[i] = prepared.CoarseKey(i, 0);
         PartitionScratch scratch;
         std::vector<float> blocked(nq * n), single(n);
-        ScorePartition(prepared, ids.data(), coarse.data(), nq, codes.data(), n, blocked.data(),
-                       &scratch);
+        ScorePartition(ScanQueries(prepared, ids.data(), coarse.data(), nq).data(), nq,
+                       codes.data(), n, blocked.data(), &scratch);
         for (uint32_t q = 0; q < nq; ++q) {
-          ScorePartition(prepared, &q, &coarse[q], 1, codes.data(), n, single.data(), &scratch);
+          ScorePartition(ScanQueries(prepared, &q, &coarse[q], 1).data(), 1, codes.data(), n,
+                         single.data(), &scratch);
           for (size_t i = 0; i < n; ++i) {
             ASSERT_NEAR(blocked[q * n + i], single[i], 1e-3 * (1 + std::abs(single[i])))
                 << int(encoding) << " " << residual << " " << int(metric);

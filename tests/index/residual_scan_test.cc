@@ -185,10 +185,11 @@ TEST(PartitionScan, ResidualKeysMatchAReferenceOnDecodedResiduals) {
       for (uint32_t q = 0; q < nq; ++q) ids[q] = q, coarse[q] = prepared.CoarseKey(q, 3);
       PartitionScratch scratch;
       std::vector<float> blocked(nq * m), single(m);
-      ScorePartition(prepared, ids.data(), coarse.data(), nq, codes.data(), m, blocked.data(),
-                     &scratch);
+      ScorePartition(ScanQueries(prepared, ids.data(), coarse.data(), nq).data(), nq, codes.data(),
+                     m, blocked.data(), &scratch);
       for (uint32_t q = 0; q < nq; ++q) {
-        ScorePartition(prepared, &q, &coarse[q], 1, codes.data(), m, single.data(), &scratch);
+        ScorePartition(ScanQueries(prepared, &q, &coarse[q], 1).data(), 1, codes.data(), m,
+                       single.data(), &scratch);
         const float* query = queries.data() + q * dim;
         for (size_t i = 0; i < m; ++i) {
           const float* rh = decoded.data() + i * dim;
@@ -245,7 +246,8 @@ double OwnPartitionRecall(const std::vector<float>& x, size_t n, size_t dim,
     if (!EncodeVectors(*model, rows.data(), m, parts.data(), codes.data()).ok()) return -1;
     std::vector<float> keys(m), exact(m);
     const float coarse = prepared.CoarseKey(q, p);
-    ScorePartition(prepared, &q, &coarse, 1, codes.data(), m, keys.data(), &scratch);
+    ScorePartition(ScanQueries(prepared, &q, &coarse, 1).data(), 1, codes.data(), m, keys.data(),
+                   &scratch);
     for (size_t i = 0; i < m; ++i) exact[i] = L2Sqr(queries.data() + q * dim, &rows[i * dim], dim);
     std::vector<size_t> by_key(m), by_exact(m);
     for (size_t i = 0; i < m; ++i) by_key[i] = by_exact[i] = i;
