@@ -387,7 +387,7 @@ inline Register(r, i) {
      ze = emap[plan[RI(r, i)]] - 1;
      assert(est[ze] != ES_FREE && !ecl[ze]);
      if
-     :: ze / NI > r -> younger_seen = 1   /* oldest_seq_ (the leader's): never ride a younger query */
+     :: ftk[ze] / NI > r -> younger_seen = 1   /* oldest_seq_ (the issuer's): never ride a younger query */
      :: ze / NI <= r && eq[ze] + 1 > MAXQ -> cap_seen = 1   /* queries_ + n > max_queries_per_scan */
      :: else -> zok = 1
      fi
