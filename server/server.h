@@ -9,6 +9,8 @@
 // Thread-safety: Start() and Shutdown() from one thread; accessors from any thread.
 #pragma once
 
+#include <grpcpp/security/server_credentials.h>
+
 #include <atomic>
 #include <memory>
 
@@ -34,6 +36,14 @@ class Server {
 
  private:
   struct State;
+  // Start()'s steps, in order; each fails start-up with a Status naming the setting.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> LoadCredentials();
+  absl::Status OpenStorage();  // I/O scheduler, partition cache, catalog
+  void StartService();         // executors and the gRPC service objects
+  absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  absl::Status StartHttp();
+  void ServeCollections();  // health SERVING, per-collection statuses, the demo loader
+  void LogServing() const;
   const Config config_;
   std::unique_ptr<State> state_;
 };
