@@ -27,6 +27,8 @@ namespace shoal::server {
 struct Server::State {
   Metrics metrics;
   std::unique_ptr<ApiKeys> api_keys;
+  // Null without TLS. Before the gRPC and HTTP servers, which read it while they run.
+  std::unique_ptr<TlsCertificates> tls;
   // The read path for IVF segments; declared before the catalog, whose segments use them.
   std::unique_ptr<storage::IoScheduler> io;
   std::unique_ptr<storage::PartitionCache> cache;
@@ -69,7 +71,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::LoadCredentials
   auto api_keys = ApiKeys::Create(config_.api_key, config_.api_key_file);
   if (!api_keys.ok()) return api_keys.status();
   state_->api_keys = *std::move(api_keys);
-  return MakeServerCredentials(config_);
+  if (config_.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  auto tls = TlsCertificates::Create(config_);
+  if (!tls.ok()) return tls.status();
+  state_->tls = *std::move(tls);
+  if (config_.tls_reload_seconds > 0) {
+    state_->tls->StartPolling(absl::Seconds(config_.tls_reload_seconds));
+  }
+  return state_->tls->GrpcCredentials();
 }
 
 absl::Status Server::OpenStorage() {
@@ -171,7 +180,9 @@ absl::Status Server::StartHttp() {
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }, authorize_metrics});
-  auto http_port = s.http->Start(config_.http_addr, {config_.tls_cert, config_.tls_key});
+  HttpServer::Tls tls;
+  if (s.tls) tls.set_up = [&s](ssl_ctx_st& ctx) { return s.tls->SetUpHttpsContext(ctx); };
+  auto http_port = s.http->Start(config_.http_addr, tls);
   if (!http_port.ok()) return http_port.status();
   s.http_port = *http_port;
   return absl::OkStatus();
@@ -250,6 +261,12 @@ void Server::Shutdown() {
   s.cache.reset();
   s.io.reset();
   log->info("shutdown complete");
+}
+
+absl::StatusOr<bool> Server::ReloadTls() {
+  if (config_.tls_cert.empty()) return false;
+  if (!state_->tls) return absl::FailedPreconditionError("not started");
+  return state_->tls->Reload();
 }
 
 absl::StatusOr<size_t> Server::ReloadApiKeys() {

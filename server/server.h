@@ -30,6 +30,10 @@ class Server {
   // Re-reads server.api_key_file (SIGHUP): the number of keys now accepted. On an error the
   // old keys stay in force.
   absl::StatusOr<size_t> ReloadApiKeys();
+  // Re-reads server.tls_cert / tls_key / tls_client_ca (SIGHUP; also every
+  // server.tls_reload_seconds): true when a renewal now serves new connections, false when
+  // nothing changed or TLS is off. On an error the old certificate keeps serving.
+  absl::StatusOr<bool> ReloadTls();
 
   int grpc_port() const;
   int http_port() const;
