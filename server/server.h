@@ -1,6 +1,7 @@
-// Server: shoald assembled — catalog, CPU arena, admin and maintenance executors, gRPC service
-// (raw methods, with health and reflection), HTTP endpoint, demo loader — with the start-up and
-// graceful-shutdown order in one place.
+// Server: shoald assembled — API keys and TLS certificates (both renewable while it runs),
+// catalog, CPU arena, admin and maintenance executors, gRPC service (raw methods, with health and
+// reflection), HTTP endpoint, demo loader — with the start-up and graceful-shutdown order in one
+// place.
 //
 // Shutdown (SIGTERM): stop admitting (new RPCs get UNAVAILABLE, health NOT_SERVING), let
 // in-flight RPCs finish for the grace period then cancel the rest, wait for the arena to go
