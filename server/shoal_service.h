@@ -24,7 +24,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
-#include "core/index/search_types.h"
 #include "server/api_keys.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
