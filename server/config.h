@@ -39,6 +39,10 @@ struct Config {
   // PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS). Needs
   // tls_cert. Default: empty (no client certificate asked for).
   std::string tls_client_ca;
+  // Seconds between checks of tls_cert / tls_key / tls_client_ca for renewed files: a renewal
+  // that parses (and whose key is its certificate's) serves new connections without a restart.
+  // SIGHUP checks at once. 0 = only on SIGHUP. Default: 60.
+  int tls_reload_seconds = 60;
   // CPU reservation for search (threads in the arena). 0 = usable CPUs - 1, at least 1, where
   // usable = min(cgroup CPU quota, affinity mask) (server/container_limits.h). Default: 0.
   int cpu_threads = 0;

@@ -29,14 +29,13 @@ HttpServer::~HttpServer() { Stop(); }
 absl::StatusOr<int> HttpServer::Start(const std::string& addr, const Tls& tls) {
   auto host_port = SplitHostPort(addr, "server.http_addr");
   if (!host_port.ok()) return host_port.status();
-  if (tls.cert_file.empty()) {
+  if (!tls.set_up) {
     server_ = std::make_unique<httplib::Server>();
   } else {
-    auto ssl = std::make_unique<httplib::SSLServer>(tls.cert_file.c_str(), tls.key_file.c_str());
+    auto ssl = std::make_unique<httplib::SSLServer>(tls.set_up);
     if (!ssl->is_valid()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("server.tls_cert / server.tls_key: the HTTP port cannot load '",
-                       tls.cert_file, "' and '", tls.key_file, "'"));
+          "server.tls_cert / server.tls_key: the HTTP port cannot set up TLS");
     }
     server_ = std::move(ssl);
   }

@@ -2,9 +2,9 @@
 // /healthz (the process is alive), /readyz (serving: 200, otherwise 503).
 //
 // With a certificate (server.tls_cert / tls_key) it serves HTTPS only, with the gRPC port's
-// certificate and no client certificate (kubelet probes and most scrapers present none), so
-// /healthz and /readyz stay open to probes. /metrics may require `Authorization: Bearer <key>`
-// (server.metrics_auth): otherwise 401 with nothing of the metrics in it.
+// certificate (renewals included) and no client certificate (kubelet probes and most scrapers
+// present none), so /healthz and /readyz stay open to probes. /metrics may require `Authorization:
+// Bearer <key>` (server.metrics_auth): otherwise 401 with nothing of the metrics in it.
 //
 // Runs cpp-httplib's server on its own threads; handlers only read snapshots, never block on
 // the query path.
@@ -22,6 +22,7 @@
 namespace httplib {
 class Server;
 }
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 
 namespace shoal::server {
 
@@ -34,17 +35,17 @@ class HttpServer {
     std::function<bool(const std::string&)> authorize_metrics;
   };
 
-  // PEM files; both empty: plaintext HTTP.
+  // Unset: plaintext HTTP. Set: HTTPS only, with an SSL_CTX that `set_up` prepares (its
+  // certificate, key and options; TlsCertificates::SetUpHttpsContext); false refuses to start.
   struct Tls {
-    std::string cert_file;
-    std::string key_file;
+    std::function<bool(ssl_ctx_st&)> set_up;
   };
 
   explicit HttpServer(Handlers handlers);
   ~HttpServer();
 
   // Binds `addr` (host:port; port 0 picks a free one) and starts serving; returns the port.
-  // INVALID_ARGUMENT when the TLS files do not load.
+  // INVALID_ARGUMENT when the TLS set-up fails.
   absl::StatusOr<int> Start(const std::string& addr, const Tls& tls = {});
   void Stop();
 

@@ -27,6 +27,8 @@ namespace shoal::server {
 struct Server::State {
   Metrics metrics;
   std::unique_ptr<ApiKeys> api_keys;
+  // Null without TLS. Before the gRPC and HTTP servers, which read it while they run.
+  std::unique_ptr<TlsCertificates> tls;
   // The read path for IVF segments; declared before the catalog, whose segments use them.
   std::unique_ptr<storage::IoScheduler> io;
   std::unique_ptr<storage::PartitionCache> cache;
@@ -52,15 +54,35 @@ Server::Server(Config config) : config_(std::move(config)), state_(std::make_uni
 Server::~Server() { Shutdown(); }
 
 absl::Status Server::Start() {
-  auto log = core::Logger("server");
-  State& s = *state_;
   // Credentials first: a bad key file or certificate fails start-up before anything opens.
+  auto credentials = LoadCredentials();
+  if (!credentials.ok()) return credentials.status();
+  if (absl::Status s = OpenStorage(); !s.ok()) return s;
+  StartService();
+  if (absl::Status s = StartGrpc(*credentials); !s.ok()) return s;
+  if (absl::Status s = StartHttp(); !s.ok()) return s;
+  ServeCollections();
+  state_->ready.store(true);
+  LogServing();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Server::LoadCredentials() {
   auto api_keys = ApiKeys::Create(config_.api_key, config_.api_key_file);
   if (!api_keys.ok()) return api_keys.status();
-  s.api_keys = *std::move(api_keys);
-  auto credentials = MakeServerCredentials(config_);
-  if (!credentials.ok()) return credentials.status();
+  state_->api_keys = *std::move(api_keys);
+  if (config_.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  auto tls = TlsCertificates::Create(config_);
+  if (!tls.ok()) return tls.status();
+  state_->tls = *std::move(tls);
+  if (config_.tls_reload_seconds > 0) {
+    state_->tls->StartPolling(absl::Seconds(config_.tls_reload_seconds));
+  }
+  return state_->tls->GrpcCredentials();
+}
 
+absl::Status Server::OpenStorage() {
+  State& s = *state_;
   storage::IoSchedulerOptions io_options;
   io_options.limits.max_requests_in_flight = uint32_t(config_.io_queue_depth);
   io_options.limits.max_bytes_in_flight = uint64_t(config_.io_max_inflight_bytes);
@@ -86,9 +108,12 @@ absl::Status Server::Start() {
   auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
   if (!catalog.ok()) return catalog.status();
   s.catalog = *std::move(catalog);
+  return absl::OkStatus();
+}
 
-  const int threads = config_.EffectiveCpuThreads();
-  s.cpu = std::make_unique<core::TbbExecutor>(threads);
+void Server::StartService() {
+  State& s = *state_;
+  s.cpu = std::make_unique<core::TbbExecutor>(config_.EffectiveCpuThreads());
   s.admin = std::make_unique<core::ThreadExecutor>(2);
   s.maintenance = std::make_unique<core::ThreadExecutor>(std::max(1, config_.maintenance_threads));
   s.service = std::make_unique<ShoalService>(
@@ -103,11 +128,14 @@ absl::Status Server::Start() {
           config_.search_share_scans, size_t(config_.search_max_queries_per_scan)});
   s.raw_service = std::make_unique<RawShoalService>(s.service.get());
   s.service->SetMaintenanceExecutor(s.maintenance.get());
+}
 
+absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  State& s = *state_;
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config_.grpc_addr, *credentials, &s.grpc_port);
+  builder.AddListeningPort(config_.grpc_addr, credentials, &s.grpc_port);
   // gRPC sets SO_REUSEPORT by default: a second shoald would silently share the port and
   // half the requests would reach the wrong data directory. Refuse a taken port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -123,9 +151,12 @@ absl::Status Server::Start() {
     return absl::UnavailableError(
         absl::StrCat("server.grpc_addr: cannot listen on ", config_.grpc_addr));
   }
-  auto* health = s.grpc_server->GetHealthCheckService();
-  s.service->SetHealthService(health);
+  s.service->SetHealthService(s.grpc_server->GetHealthCheckService());
+  return absl::OkStatus();
+}
 
+absl::Status Server::StartHttp() {
+  State& s = *state_;
   std::function<bool(const std::string&)> authorize_metrics;  // unset: /metrics is open
   if (config_.metrics_auth) {
     authorize_metrics = [&s](const std::string& h) { return s.api_keys->AcceptsAuthorization(h); };
@@ -150,14 +181,20 @@ absl::Status Server::Start() {
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }, authorize_metrics});
-  auto http_port = s.http->Start(config_.http_addr, {config_.tls_cert, config_.tls_key});
+  HttpServer::Tls tls;
+  if (s.tls) tls.set_up = [&s](ssl_ctx_st& ctx) { return s.tls->SetUpHttpsContext(ctx); };
+  auto http_port = s.http->Start(config_.http_addr, tls);
   if (!http_port.ok()) return http_port.status();
   s.http_port = *http_port;
+  return absl::OkStatus();
+}
 
+void Server::ServeCollections() {
+  State& s = *state_;
   // SetServingStatus(bool) sets every service, per-collection ones included: first the server,
   // then each collection (broken ones NOT_SERVING: they answer DATA_LOSS until dropped), then
   // the demo loader, which flips its collection while it loads.
-  health->SetServingStatus(true);
+  s.grpc_server->GetHealthCheckService()->SetServingStatus(true);
   for (const auto& c : s.catalog->List()) s.service->SetCollectionServing(c->name(), true);
   for (const auto& b : s.catalog->Broken()) s.service->SetCollectionServing(b.name, false);
   if (config_.demo) {
@@ -170,17 +207,19 @@ absl::Status Server::Start() {
       if (!loaded.ok()) core::Logger("demo")->error("{}", loaded.ToString());
     });
   }
+}
 
-  s.ready.store(true);
-  log->info(
+void Server::LogServing() const {
+  const State& s = *state_;
+  core::Logger("server")->info(
       "shoald serving gRPC{} on port {} and HTTP{} on port {}; data in {}; {} CPU thread(s); "
       "{} kernels; {} I/O; cache {} MiB",
       config_.tls_cert.empty()        ? ""
       : config_.tls_client_ca.empty() ? " (TLS)"
                                       : " (mutual TLS)",
-      s.grpc_port, config_.tls_cert.empty() ? "" : "S", s.http_port, config_.data_dir, threads,
-      core::SimdLevelName(core::ActiveSimdLevel()), s.io->backend_name(), s.cache->budget() >> 20);
-  return absl::OkStatus();
+      s.grpc_port, config_.tls_cert.empty() ? "" : "S", s.http_port, config_.data_dir,
+      s.cpu->concurrency(), core::SimdLevelName(core::ActiveSimdLevel()), s.io->backend_name(),
+      s.cache->budget() >> 20);
 }
 
 void Server::Shutdown() {
@@ -223,6 +262,12 @@ void Server::Shutdown() {
   s.cache.reset();
   s.io.reset();
   log->info("shutdown complete");
+}
+
+absl::StatusOr<bool> Server::ReloadTls() {
+  if (config_.tls_cert.empty()) return false;
+  if (!state_->tls) return absl::FailedPreconditionError("not started");
+  return state_->tls->Reload();
 }
 
 absl::StatusOr<size_t> Server::ReloadApiKeys() {

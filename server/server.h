@@ -1,6 +1,7 @@
-// Server: shoald assembled — catalog, CPU arena, admin and maintenance executors, gRPC service
-// (raw methods, with health and reflection), HTTP endpoint, demo loader — with the start-up and
-// graceful-shutdown order in one place.
+// Server: shoald assembled — API keys and TLS certificates (both renewable while it runs),
+// catalog, CPU arena, admin and maintenance executors, gRPC service (raw methods, with health and
+// reflection), HTTP endpoint, demo loader — with the start-up and graceful-shutdown order in one
+// place.
 //
 // Shutdown (SIGTERM): stop admitting (new RPCs get UNAVAILABLE, health NOT_SERVING), let
 // in-flight RPCs finish for the grace period then cancel the rest, wait for the arena to go
@@ -8,6 +9,8 @@
 //
 // Thread-safety: Start() and Shutdown() from one thread; accessors from any thread.
 #pragma once
+
+#include <grpcpp/security/server_credentials.h>
 
 #include <atomic>
 #include <memory>
@@ -28,12 +31,24 @@ class Server {
   // Re-reads server.api_key_file (SIGHUP): the number of keys now accepted. On an error the
   // old keys stay in force.
   absl::StatusOr<size_t> ReloadApiKeys();
+  // Re-reads server.tls_cert / tls_key / tls_client_ca (SIGHUP; also every
+  // server.tls_reload_seconds): true when a renewal now serves new connections, false when
+  // nothing changed or TLS is off. On an error the old certificate keeps serving.
+  absl::StatusOr<bool> ReloadTls();
 
   int grpc_port() const;
   int http_port() const;
 
  private:
   struct State;
+  // Start()'s steps, in order; each fails start-up with a Status naming the setting.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> LoadCredentials();
+  absl::Status OpenStorage();  // I/O scheduler, partition cache, catalog
+  void StartService();         // executors and the gRPC service objects
+  absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  absl::Status StartHttp();
+  void ServeCollections();  // health SERVING, per-collection statuses, the demo loader
+  void LogServing() const;
   const Config config_;
   std::unique_ptr<State> state_;
 };

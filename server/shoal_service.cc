@@ -323,6 +323,31 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
   return shape;
 }
 
+// The engine's results as the response carries them: packed ids and distances, per-hit
+// entries (always with vectors or attributes, which are attached to the hits later), or both.
+void AppendResults(const std::vector<core::QueryResult>& results, const v1::SearchRequest& req,
+                   v1::SearchResponse* resp) {
+  for (const core::QueryResult& result : results) {
+    v1::SearchResult* out = resp->add_results();
+    ToProto(result.stats, out->mutable_stats());
+    const bool per_hit = !req.packed_results() || req.include_vectors() || req.include_attributes();
+    if (req.packed_results()) {
+      out->mutable_ids()->Reserve(int(result.neighbors.size()));
+      out->mutable_distances()->Reserve(int(result.neighbors.size()));
+    }
+    for (const core::Neighbor& n : result.neighbors) {
+      if (req.packed_results()) {
+        out->add_ids(n.id);
+        out->add_distances(n.distance);
+      }
+      if (!per_hit) continue;
+      v1::SearchHit* hit = out->add_hits();
+      hit->set_id(n.id);
+      hit->set_distance(n.distance);
+    }
+  }
+}
+
 }  // namespace
 
 void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1::SearchRequest* req,
@@ -379,47 +404,37 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
                peer_slot = *std::move(peer_slot), reservation = *std::move(reservation)](
                   absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
     slot.Release();
-    if (!results.ok()) {
-      reservation.Release();
-      peer_slot.Release();
-      return r->FinishWith(results.status());
-    }
-    for (const core::QueryResult& result : *results) {
-      v1::SearchResult* out = resp->add_results();
-      ToProto(result.stats, out->mutable_stats());
-      const bool per_hit =
-          !req->packed_results() || req->include_vectors() || req->include_attributes();
-      if (req->packed_results()) {
-        out->mutable_ids()->Reserve(int(result.neighbors.size()));
-        out->mutable_distances()->Reserve(int(result.neighbors.size()));
-      }
-      for (const core::Neighbor& n : result.neighbors) {
-        if (req->packed_results()) {
-          out->add_ids(n.id);
-          out->add_distances(n.distance);
-        }
-        if (!per_hit) continue;
-        v1::SearchHit* hit = out->add_hits();
-        hit->set_id(n.id);
-        hit->set_distance(n.distance);
-      }
-    }
-    if (!req->include_vectors() && !req->include_attributes()) {
-      reservation.Release();
-      peer_slot.Release();
-      return r->FinishWith(absl::OkStatus());
-    }
-    // Vectors and attributes may live in segments (blocking reads): not on the arena.
-    admin_->Submit(Guarded(r, [this, r, req, resp, collection, peer_slot = std::move(peer_slot),
-                               reservation = std::move(reservation)]() mutable {
-      absl::Status attached =
-          AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
-      reservation.Release();
-      peer_slot.Release();
-      r->FinishWith(attached);
-    }));
+    FinishSearch(r, req, resp, collection, std::move(peer_slot), std::move(reservation),
+                 std::move(results));
   };
   core::IvfSearch(*cpu_, std::move(search), Guarded(r, std::move(done)));
+}
+
+void ShoalService::FinishSearch(UnaryReactor* r, const v1::SearchRequest* req,
+                                v1::SearchResponse* resp,
+                                const std::shared_ptr<storage::Collection>& collection,
+                                PeerSlots::Slot peer_slot, InflightBytes::Reservation reservation,
+                                absl::StatusOr<std::vector<core::QueryResult>> results) {
+  if (!results.ok()) {
+    reservation.Release();
+    peer_slot.Release();
+    return r->FinishWith(results.status());
+  }
+  AppendResults(*results, *req, resp);
+  if (!req->include_vectors() && !req->include_attributes()) {
+    reservation.Release();
+    peer_slot.Release();
+    return r->FinishWith(absl::OkStatus());
+  }
+  // Vectors and attributes may live in segments (blocking reads): not on the arena.
+  admin_->Submit(Guarded(r, [this, r, req, resp, collection, peer_slot = std::move(peer_slot),
+                             reservation = std::move(reservation)]() mutable {
+    absl::Status attached =
+        AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
+    reservation.Release();
+    peer_slot.Release();
+    r->FinishWith(attached);
+  }));
 }
 
 ShoalService::SearchSlot::SearchSlot(ShoalService* service) : service_(service) {

@@ -132,6 +132,13 @@ class ShoalService final {
   static absl::Status AttachPoints(const storage::Collection& collection,
                                    const v1::SearchRequest& req, uint64_t max_response_bytes,
                                    v1::SearchResponse* resp);
+  // Search's completion: the engine's results into `resp` (the stored points attached on the
+  // admin executor when asked for), then Finish; releases the request's byte reservation and
+  // its connection's slot on every path.
+  void FinishSearch(UnaryReactor* r, const v1::SearchRequest* req, v1::SearchResponse* resp,
+                    const std::shared_ptr<storage::Collection>& collection,
+                    PeerSlots::Slot peer_slot, InflightBytes::Reservation reservation,
+                    absl::StatusOr<std::vector<core::QueryResult>> results);
   // State BROKEN and the reason; false when `name` is not a broken collection.
   bool FillBrokenInfo(const std::string& name, v1::CollectionInfo* info) const;
   // Appends the broken collections, then sorts the list by name.

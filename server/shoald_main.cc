@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);  // re-read server.api_key_file
+  sigaddset(&signals, SIGHUP);  // re-read server.api_key_file and the TLS files
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -101,6 +101,12 @@ int main(int argc, char** argv) {
       log->info("SIGHUP: API keys reloaded, {} accepted", *keys);
     } else {
       log->error("SIGHUP: keeping the old API keys: {}", keys.status().ToString());
+    }
+    auto tls = server.ReloadTls();
+    if (!tls.ok()) {
+      log->error("SIGHUP: keeping the old TLS certificate: {}", tls.status().ToString());
+    } else if (*tls) {
+      log->info("SIGHUP: TLS certificate reloaded");
     }
   }
   log->info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");

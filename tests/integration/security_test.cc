@@ -1,6 +1,7 @@
 // Security of the real shoald on loopback (issue 17): TLS and mutual TLS with a throw-away CA
-// made by deploy/make-secrets.sh (openssl) in a temporary directory, API key files rotated by
-// SIGHUP, /metrics behind the key, health checks exempt, and the start-up warnings.
+// made by deploy/make-secrets.sh (openssl) in a temporary directory, certificates renewed while
+// shoald runs, API key files rotated by SIGHUP, /metrics behind the key, health checks exempt, and
+// the start-up warnings.
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -177,6 +179,106 @@ TEST_F(TlsTest, KeyThatIsNotTheCertificatesFailsStartUpNamingTheSetting) {
        .extra_args = {"--tls-cert", pki_.server_cert(), "--tls-key", other_.server_key()}});
   ASSERT_FALSE(server.ok());
   EXPECT_THAT(std::string(server.status().message()), HasSubstr("server.tls_key"));
+}
+
+// Polls `done` for up to 30 s (a reload reaches gRPC within about two seconds: shoald's check
+// and gRPC's provider each look once a second); bounded so a server that never reloads fails
+// rather than hangs.
+template <typename F>
+bool Eventually(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Replaces `to` with a copy of `from` in one rename, as a Secret volume update does.
+void Install(const std::string& from, const std::string& to) {
+  std::ofstream(to + ".tmp") << testing::ReadWholeFile(from);
+  ASSERT_EQ(std::rename((to + ".tmp").c_str(), to.c_str()), 0) << to;
+}
+
+// shoald serves copies of pki_'s files in live/, which the tests renew while it runs.
+class TlsReloadTest : public TlsTest {
+ protected:
+  std::unique_ptr<ShoaldProcess> StartLive(bool mutual, const std::string& reload_seconds) {
+    std::filesystem::create_directories(live_.dir);
+    Install(pki_.server_key(), live_.server_key());
+    Install(pki_.server_cert(), live_.server_cert());
+    Install(pki_.ca(), live_.ca());
+    std::vector<std::string> flags = TlsFlags(live_, mutual);
+    flags.insert(flags.end(), {"--tls-reload-seconds", reload_seconds});
+    return ShoaldProcess::Start(dir_.Sub("data"), flags);
+  }
+  // Installs `pki`'s server key and certificate (and its CA as the client CA) into live/.
+  void Renew(const Pki& pki) {
+    Install(pki.server_key(), live_.server_key());
+    Install(pki.server_cert(), live_.server_cert());
+    Install(pki.ca(), live_.ca());
+  }
+  static bool HttpsReady(int port, const std::string& ca) {
+    httplib::SSLClient https("127.0.0.1", port);
+    https.set_ca_cert_path(ca.c_str());
+    https.enable_server_certificate_verification(true);
+    auto res = https.Get("/readyz");
+    return res && res->status == 200;
+  }
+  Pki live_{dir_.Sub("live")};
+};
+
+TEST_F(TlsReloadTest, RenewedCertificateFromANewCaServesNewConnectionsWithoutARestart) {
+  auto server = StartLive(false, "1");
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(List(server->addr(), TlsOptions{.ca_file = pki_.ca()}).ok());
+  Renew(other_);
+  ASSERT_TRUE(Eventually([&] {
+    return List(server->addr(), TlsOptions{.ca_file = other_.ca()}).ok();
+  })) << server->log();
+  EXPECT_EQ(List(server->addr(), TlsOptions{.ca_file = pki_.ca()}).code(),
+            absl::StatusCode::kUnavailable);
+  // The HTTPS port serves the renewed certificate too.
+  EXPECT_TRUE(HttpsReady(server->http_port(), other_.ca()));
+  EXPECT_FALSE(HttpsReady(server->http_port(), pki_.ca()));
+  EXPECT_THAT(server->log(), HasSubstr("TLS: renewed certificate loaded"));
+}
+
+TEST_F(TlsReloadTest, SighupRenewsTheCertificateAndTheClientCaForMutualTls) {
+  auto server = StartLive(true, "0");  // no polling: only the SIGHUP reloads
+  ASSERT_NE(server, nullptr);
+  const TlsOptions old_client{pki_.ca(), pki_.client_cert(), pki_.client_key(), ""};
+  const TlsOptions new_client{other_.ca(), other_.client_cert(), other_.client_key(), ""};
+  ASSERT_TRUE(List(server->addr(), old_client).ok());
+  Renew(other_);
+  ASSERT_EQ(kill(server->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually([&] { return List(server->addr(), new_client).ok(); })) << server->log();
+  EXPECT_EQ(List(server->addr(), old_client).code(), absl::StatusCode::kUnavailable);
+  // The server's new certificate with the old client certificate: the client CA changed too.
+  const TlsOptions old_certificate{other_.ca(), pki_.client_cert(), pki_.client_key(), ""};
+  EXPECT_EQ(List(server->addr(), old_certificate).code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(server->log(), HasSubstr("SIGHUP: TLS certificate reloaded"));
+}
+
+TEST_F(TlsReloadTest, BrokenRenewalKeepsTheOldPairServing) {
+  auto server = StartLive(false, "1");
+  ASSERT_NE(server, nullptr);
+  // A certificate from the new CA with a key that is not its own.
+  Install(other_.server_cert(), live_.server_cert());
+  ASSERT_TRUE(Eventually(
+      [&] { return server->log().find("TLS: keeping the old certificate") != std::string::npos; }));
+  EXPECT_THAT(server->log(), HasSubstr("server.tls_key: the key does not belong"));
+  EXPECT_TRUE(List(server->addr(), TlsOptions{.ca_file = pki_.ca()}).ok());
+  EXPECT_EQ(List(server->addr(), TlsOptions{.ca_file = other_.ca()}).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(HttpsReady(server->http_port(), pki_.ca()));
+  // A key file gone missing (halfway through a copy), on SIGHUP: likewise.
+  std::remove(live_.server_key().c_str());
+  ASSERT_EQ(kill(server->pid(), SIGHUP), 0);
+  ASSERT_TRUE(Eventually([&] {
+    return server->log().find("SIGHUP: keeping the old TLS certificate") != std::string::npos;
+  }));
+  EXPECT_TRUE(List(server->addr(), TlsOptions{.ca_file = pki_.ca()}).ok());
 }
 
 // A measurement, not a test (run with --gtest_also_run_disabled_tests): a new connection
