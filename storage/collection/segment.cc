@@ -28,6 +28,13 @@ bool StoppedByAnotherQuery(const absl::Status& status, const core::PartitionFetc
 
 uint64_t CachedBytes(uint64_t length) { return AlignUp(std::max<uint64_t>(length, 1)); }
 
+// An uncached partition's pin: its bytes, then its share of the UncachedBudget, which is
+// returned only after the bytes are freed (members are destroyed in reverse order).
+struct UncachedPin {
+  UncachedBudget::Grant grant;
+  std::shared_ptr<const void> bytes;
+};
+
 PartitionBytes Holdable(ReadResult read) {
   // A read lands in a pooled power-of-two buffer, or in one coalesced buffer shared with its
   // neighbours (up to io.max_request_bytes): holding it would keep up to twice the bytes, or
@@ -290,21 +297,11 @@ void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, in
   };
   cache_->Get(PartitionKey{cache_id_, partition}, CachedBytes(e.length),
               PartitionCache::Admission::kIfRoom, std::move(loader),
-              [self = shared_from_this(), partition, fetch, timing, to_data, length = e.length,
-               attempt, done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
+              [self = shared_from_this(), fetch, timing, to_data, length = e.length, attempt,
+               done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
                 if (handle.status().code() == absl::StatusCode::kResourceExhausted) {
                   // No room next to what is pinned: read it for this query only.
-                  return self->ReadPartition(
-                      partition, fetch,
-                      [to_data, done = std::move(done)](absl::StatusOr<ReadResult> r) mutable {
-                        if (!r.ok()) return std::move(done)(r.status());
-                        core::PartitionData data = to_data(r->data);
-                        data.pin = r->buffer;
-                        data.bytes_read = r->size;
-                        data.queue_us = r->queue_us;
-                        data.io_us = r->kernel_us;
-                        std::move(done)(std::move(data));
-                      });
+                  return self->ReadUncached(fetch, std::move(done));
                 }
                 if (!handle.ok() && attempt < kMaxSharedLoadRetries &&
                     StoppedByAnotherQuery(handle.status(), fetch)) {
@@ -320,6 +317,42 @@ void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, in
                 data.pin = std::move(pinned);
                 std::move(done)(std::move(data));
               });
+}
+
+void Segment::ReadUncached(const core::PartitionFetch& fetch, FetchDone done) {
+  const uint32_t partition = fetch.partition;
+  // Charged what it will hold: Holdable() keeps at most CachedBytes(length) per partition.
+  const uint64_t held = CachedBytes(meta_.partitions[partition].length);
+  cache_->uncached().Acquire(
+      fetch.query_seq, held,
+      [self = shared_from_this(), fetch,
+       done = std::move(done)](absl::StatusOr<UncachedBudget::Grant> grant) mutable {
+        if (!grant.ok()) return std::move(done)(grant.status());
+        if (fetch.cancel) {  // it may have waited: the query may be gone (the grant returns)
+          if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
+        }
+        self->ReadPartition(
+            fetch.partition, fetch,
+            [count = self->meta_.partitions[fetch.partition].count, grant = *std::move(grant),
+             done = std::move(done)](absl::StatusOr<ReadResult> r) mutable {
+              if (!r.ok()) return std::move(done)(r.status());
+              const uint32_t size = r->size;
+              const uint64_t queue_us = r->queue_us, io_us = r->kernel_us;
+              // A coalesced read shares one buffer with its neighbours: copy this partition
+              // out, so the pin holds what the grant was charged and no more.
+              PartitionBytes bytes = Holdable(*std::move(r));
+              core::PartitionData data;
+              data.ids = reinterpret_cast<const uint64_t*>(bytes.data);
+              data.codes = reinterpret_cast<const uint8_t*>(bytes.data + count * 8);
+              data.count = count;
+              data.bytes_read = size;
+              data.queue_us = queue_us;
+              data.io_us = io_us;
+              data.pin = std::make_shared<const UncachedPin>(
+                  UncachedPin{std::move(grant), std::move(bytes.owner)});
+              std::move(done)(std::move(data));
+            });
+      });
 }
 
 void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
