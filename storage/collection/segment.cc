@@ -257,22 +257,28 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
   FetchAttempt(fetch, std::move(done), 0);
 }
 
+std::optional<core::PartitionData> Segment::TryHit(uint32_t partition) {
+  std::optional<PartitionHandle> hit = cache_->TryGetHit({cache_id_, partition});
+  if (!hit) return std::nullopt;
+  auto pinned = std::make_shared<PartitionHandle>(*std::move(hit));
+  core::PartitionData data;
+  data.ids = reinterpret_cast<const uint64_t*>(pinned->data());
+  data.codes = reinterpret_cast<const uint8_t*>(pinned->data() + partition_rows_[partition] * 8);
+  data.count = partition_rows_[partition];
+  data.cached = true;
+  data.pin = std::move(pinned);
+  return data;
+}
+
 void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt) {
   if (fetch.cancel) {
     if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
   }
   const uint32_t partition = fetch.partition;
   const PartitionExtent& e = meta_.partitions[partition];
-  if (std::optional<PartitionHandle> hit = cache_->TryGetHit({cache_id_, partition})) {
+  if (std::optional<core::PartitionData> hit = TryHit(partition)) {
     // The common warm case: no loader, timing or callback objects to build.
-    auto pinned = std::make_shared<PartitionHandle>(*std::move(hit));
-    core::PartitionData data;
-    data.ids = reinterpret_cast<const uint64_t*>(pinned->data());
-    data.codes = reinterpret_cast<const uint8_t*>(pinned->data() + e.count * 8);
-    data.count = e.count;
-    data.cached = true;
-    data.pin = std::move(pinned);
-    return std::move(done)(std::move(data));
+    return std::move(done)(*std::move(hit));
   }
   struct Timing {
     uint64_t queue_us = 0, io_us = 0;
@@ -330,6 +336,10 @@ void Segment::ReadUncached(const core::PartitionFetch& fetch, FetchDone done) {
         if (!grant.ok()) return std::move(done)(grant.status());
         if (fetch.cancel) {  // it may have waited: the query may be gone (the grant returns)
           if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
+        }
+        // While it waited another query may have loaded the partition into the cache.
+        if (std::optional<core::PartitionData> hit = self->TryHit(fetch.partition)) {
+          return std::move(done)(*std::move(hit));  // the grant returns unused
         }
         self->ReadPartition(
             fetch.partition, fetch,

@@ -8,7 +8,8 @@
 // budget bounds them per request, and the cache's UncachedBudget (cache.uncached_bytes) across
 // the process — such a read waits for its bytes before it is issued, oldest query first, and
 // the oldest query always gets one (I-4: a full cache never stops a query, nor grows the process
-// without bound). ReadRaw() reads single rows' full-precision vectors for refine.
+// without bound); once granted it is answered from the cache instead if another query loaded
+// the partition meanwhile. ReadRaw() reads single rows' full-precision vectors for refine.
 //
 // Cancellation: reads carry the query's sequence number, and CancelQuery() takes the query's
 // queued reads out of the IoScheduler and its waiting uncached reads out of the UncachedBudget. A
@@ -96,6 +97,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   absl::Status LoadIndex(FileSystem* fs);
   // Fetch(), after `attempt` shared loads failed because the query that started them stopped.
   void FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt);
+  // The partition pinned from the cache if it is cached and loaded; nullopt otherwise.
+  std::optional<core::PartitionData> TryHit(uint32_t partition);
   // A partition the cache has no room for: read for this query alone once the process-wide
   // UncachedBudget grants its bytes; the pin holds the bytes and the grant.
   void ReadUncached(const core::PartitionFetch& fetch, FetchDone done);

@@ -221,6 +221,67 @@ TEST_P(UncachedReadsTest, APartitionCutFromACoalescedReadHoldsOnlyItsOwnBytes) {
   ExpectExact(queries, 300);
 }
 
+TEST_P(UncachedReadsTest, AReadThatWaitedForItsBytesIsAnsweredFromTheCacheIfItWasLoadedMeanwhile) {
+  testing::Watchdog watchdog(std::chrono::seconds(60), "waited read meets the cache");
+  // Partitions by size: z the largest (the cache holds exactly it), x and y two others.
+  std::vector<uint32_t> order;
+  Open(/*uncached_bytes=*/1, kOneReadPerPartition);  // every uncached read is the forced one
+  if (!scheduler_) return;
+  const IvfMeta meta = segment_->meta();
+  for (uint32_t p = 0; p < kNlist; ++p) {
+    if (meta.partitions[p].count > 0) order.push_back(p);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return meta.partitions[a].length > meta.partitions[b].length;
+  });
+  ASSERT_GE(order.size(), 3u);
+  const uint32_t z = order[0], y = order[1], x = order[2];
+  const uint64_t cache_bytes = CachedBytes(meta.partitions[z].length);
+  segment_.reset();
+  cache_ = std::make_unique<PartitionCache>(cache_bytes, 1);
+  auto reopened =
+      Segment::Open(DefaultFileSystem(), dir_.Sub("seg"), 2, scheduler_.get(), cache_.get());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  segment_ = *std::move(reopened);
+
+  struct Answer {
+    bool answered = false;
+    absl::StatusOr<core::PartitionData> data = absl::UnknownError("not answered");
+  };
+  auto fetch = [&](uint32_t partition, uint64_t query, Answer* a) {
+    core::PartitionFetch f;
+    f.partition = partition;
+    f.query_seq = query;
+    segment_->Fetch(f, [a](absl::StatusOr<core::PartitionData> d) {
+      a->data = std::move(d);
+      a->answered = true;
+    });
+  };
+  Answer az, ay, ax, ax3;
+  fetch(z, 10, &az);  // cached and kept pinned: the cache is full
+  Quiesce();
+  ASSERT_TRUE(az.answered && az.data.ok());
+  fetch(y, 11, &ay);  // refused: read past the cache as the one forced read, kept pinned
+  Quiesce();
+  ASSERT_TRUE(ay.answered && ay.data.ok());
+  EXPECT_FALSE(ay.data->cached);
+  fetch(x, 12, &ax);  // refused, and the forced read is taken: waits for bytes
+  EXPECT_FALSE(ax.answered);
+  az.data->pin.reset();  // the cache has room again: another query loads x into it
+  fetch(x, 13, &ax3);
+  Quiesce();
+  ASSERT_TRUE(ax3.answered && ax3.data.ok());
+  ax3.data->pin.reset();
+  const uint64_t submissions = scheduler_->stats().submissions;
+  ay.data->pin.reset();      // returns the forced read's bytes: the waiting read is granted
+  ASSERT_TRUE(ax.answered);  // at once, from the cache, with no read of its own
+  ASSERT_TRUE(ax.data.ok()) << ax.data.status();
+  EXPECT_TRUE(ax.data->cached);
+  EXPECT_EQ(ax.data->bytes_read, 0u);
+  EXPECT_EQ(scheduler_->stats().submissions, submissions);
+  EXPECT_EQ(cache_->uncached().stats().held_bytes, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, UncachedReadsTest,
                          ::testing::Values(IoBackendKind::kPread, IoBackendKind::kUring),
                          [](const auto& info) {
