@@ -234,9 +234,10 @@ absl::Status Segment::VerifyPartition(uint32_t p, std::vector<char>* buffer) con
 }
 
 void Segment::ReadPartition(uint32_t partition, const core::PartitionFetch& fetch,
-                            PartitionRead done) {
+                            PartitionRead done, bool on_completion) {
   const PartitionExtent& e = meta_.partitions[partition];
   ReadRequest r;
+  r.dispatch_on_completion = on_completion;
   r.file = lists_file_;
   r.offset = e.offset;
   r.length = uint32_t(e.length);
@@ -341,6 +342,8 @@ void Segment::ReadUncached(const core::PartitionFetch& fetch, FetchDone done) {
         if (std::optional<core::PartitionData> hit = self->TryHit(fetch.partition)) {
           return std::move(done)(*std::move(hit));  // the grant returns unused
         }
+        // Granted on whichever thread returned bytes, typically an arena task that just
+        // scanned a partition: let the I/O thread submit the read when it is busy anyway.
         self->ReadPartition(
             fetch.partition, fetch,
             [count = self->meta_.partitions[fetch.partition].count, grant = *std::move(grant),
@@ -361,7 +364,8 @@ void Segment::ReadUncached(const core::PartitionFetch& fetch, FetchDone done) {
               data.pin = std::make_shared<const UncachedPin>(
                   UncachedPin{std::move(grant), std::move(bytes.owner)});
               std::move(done)(std::move(data));
-            });
+            },
+            /*on_completion=*/true);
       });
 }
 

@@ -103,7 +103,9 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // UncachedBudget grants its bytes; the pin holds the bytes and the grant.
   void ReadUncached(const core::PartitionFetch& fetch, FetchDone done);
   // Reads and checks one partition through the scheduler.
-  void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done);
+  // `on_completion`: ReadRequest::dispatch_on_completion.
+  void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done,
+                     bool on_completion = false);
   // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).
   std::pair<uint64_t, uint64_t> RawLocation(uint32_t partition, uint32_t row) const;
   absl::Status ReadVector(uint32_t partition, uint32_t row, float* out) const;
