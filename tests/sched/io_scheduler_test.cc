@@ -396,7 +396,7 @@ TEST_P(IoSchedulerTest, AReadLeftForTheNextCompletionIsSubmittedByItOrAtOnceWhen
   s->Read(later, count);
   EXPECT_EQ(s->queued(), 1u);  // not submitted by this thread: a completion is coming
   held->WaitHeld(1);
-  EXPECT_EQ(held->ReleaseAll(), 1);  // that completion submits it, on the releasing thread
+  EXPECT_EQ(held->Release(1), 1);  // that completion submits it, on the releasing thread
   EXPECT_EQ(s->queued(), 0u);
   held->WaitHeld(1);
   held->ReleaseAll();
