@@ -102,6 +102,10 @@ const std::vector<Field>& Fields() {
        "O_DIRECT reads where the filesystem allows"},
       {"cache.bytes", "SHOAL_CACHE_BYTES", "--cache-bytes", &Config::cache_bytes,
        "partition cache budget; 0 = 25% of the cgroup memory limit, else of RAM"},
+      {"cache.uncached_bytes", "SHOAL_CACHE_UNCACHED_BYTES", "--cache-uncached-bytes",
+       &Config::cache_uncached_bytes,
+       "partition bytes queries hold past a full cache, process-wide (reads wait, oldest query "
+       "first); 0 = cache.bytes"},
       {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
        "--max-candidates-per-query", &Config::max_candidates_per_query,
        "k * refine_factor of one query; more get INVALID_ARGUMENT"},

@@ -107,6 +107,11 @@ struct Config {
   // Partition cache budget in bytes; 0 = 25% of the cgroup memory limit, or of physical memory
   // when there is none. Default: 0.
   int64_t cache_bytes = 0;
+  // Partition bytes that queries may hold at once past a full cache (read for one query alone
+  // when the cache has no room next to what is pinned); such a read waits for its bytes,
+  // oldest query first, and the oldest query always gets one (storage/cache/uncached_budget.h).
+  // 0 = cache.bytes as resolved (so by default 25% of the memory limit again). Default: 0.
+  int64_t cache_uncached_bytes = 0;
   // What one request may make the server hold (DESIGN I-9), estimated from its fields before
   // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
   // INVALID_ARGUMENT. Default: 100000.

@@ -17,6 +17,11 @@ constexpr uint64_t kHitWireBytes = 18;    // id and distance, tagged
 constexpr uint64_t kPackedHitBytes = 14;  // packed_results: a varint id and a float, both ways
 constexpr uint64_t kPointObjectBytes = 96;
 constexpr uint64_t kPointWireBytes = 16;
+// One plan entry: the query's index and its routing key of the partition (Work::queries and
+// Work::coarse_keys in core/index/ivf_search.cc), and the planner's ordering scratch.
+constexpr uint64_t kPlanEntryBytes = 2 * sizeof(uint32_t) + sizeof(float);
+// One refined candidate besides its raw vector: its RowRef and its (query, candidate) owner.
+constexpr uint64_t kRefineRowBytes = 40;
 
 std::string MiB(uint64_t bytes) { return absl::StrFormat("%.1f MiB", double(bytes) / (1 << 20)); }
 
@@ -63,16 +68,20 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
   const uint64_t queries = nq * vector_bytes;
   const uint64_t candidates = nq * per_query * kCandidateBytes;
   const uint64_t tables = nq * shape.table_bytes_per_query;
-  const uint64_t plan = nq * shape.plan_entries_per_query * 2 * sizeof(uint32_t);
+  const uint64_t plan = nq * shape.plan_entries_per_query * kPlanEntryBytes;
+  // Refine reads every candidate's raw vector (PartitionSource::ReadRaw) into one buffer.
+  const bool refines = shape.refine_reads_raw && (req.refine_factor() > 0 || shape.default_refine);
+  const uint64_t refine_bytes = refines ? nq * per_query * (vector_bytes + kRefineRowBytes) : 0;
   const uint64_t response =
       nq * k *
       (kNeighborBytes + packed +
        (per_hit ? kHitObjectBytes + (req.include_vectors() ? vector_bytes : 0) : 0));
-  const uint64_t total = queries + candidates + tables + plan + response;
+  const uint64_t total = queries + candidates + tables + plan + refine_bytes + response;
   if (auto s = CheckRequest(total, limits,
                             absl::StrCat(nq, " queries x ", per_query, " candidates: ",
                                          MiB(candidates), " of candidates, ", MiB(tables),
-                                         " of query tables, ", MiB(response), " of response"));
+                                         " of query tables, ", MiB(plan), " of plan, ", MiB(refine),
+                                         " of refine vectors, ", MiB(response), " of response"));
       !s.ok()) {
     return s;
   }

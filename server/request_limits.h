@@ -5,7 +5,8 @@
 //   - k * refine_factor candidates per query: past limits.max_candidates_per_query the field is
 //     wrong for any server, so INVALID_ARGUMENT names refine_factor (or k).
 //   - the working memory of one Search or Get (query copies, candidate heaps, per-segment query
-//     tables such as PQ's nq x m x 256 floats, the response as objects): past
+//     tables such as PQ's nq x m x 256 floats, the plan's (query, routing key) per probed
+//     partition, refine's k * refine_factor raw vectors per query, the response as objects): past
 //     limits.max_request_bytes, RESOURCE_EXHAUSTED naming the limit and the estimate.
 //   - the serialised response: past server.max_message_bytes it could not be sent anyway, so
 //     it is refused before the work rather than after it.
@@ -51,6 +52,10 @@ struct SearchShape {
   // The refine factor the engine uses when the request sets none (a 4-bit fast-scan segment's
   // default, core::kDefaultFastScanRefine), so its candidates are priced too; 0 = none.
   uint32_t default_refine = 0;
+  // Some segment stores codes (SQ8/PQ), not floats: a refine (the request's refine_factor or
+  // default_refine) then reads k * refine raw vectors per query through ReadRaw, priced with
+  // the request. False when every segment is FLAT (no refine runs); true unless known.
+  bool refine_reads_raw = true;
 };
 
 // Estimated bytes the request will hold, or the error that refuses it.

@@ -97,7 +97,8 @@ absl::Status Server::OpenStorage() {
   }
   s.io = *std::move(io);
   s.metrics.SetIoBackend(std::string(s.io->backend_name()));
-  s.cache = std::make_unique<storage::PartitionCache>(uint64_t(config_.EffectiveCacheBytes()));
+  s.cache = std::make_unique<storage::PartitionCache>(uint64_t(config_.EffectiveCacheBytes()),
+                                                      uint64_t(config_.cache_uncached_bytes));
 
   storage::CollectionOptions options;
   options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);

@@ -312,9 +312,11 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
                     uint32_t nprobe) {
   SearchShape shape;
   shape.dim = collection.dim();
+  shape.refine_reads_raw = false;
   for (const core::IvfSegmentRef& seg : snapshot.segments) {
     shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
     if (core::IsFastScan(*seg.model)) shape.default_refine = core::kDefaultFastScanRefine;
+    if (seg.model->encoding != core::VectorEncoding::kFlat) shape.refine_reads_raw = true;
     // As the engine plans each segment: exact ones whole, IVF ones at nprobe.
     const uint64_t nlist = seg.model->nlist();
     shape.plan_entries_per_query +=

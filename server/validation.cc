@@ -9,15 +9,25 @@ namespace {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
-// Checks length and finiteness of a packed float field.
+// Checks length and finiteness of a packed float field, and that its squared norm leaves every
+// distance to another accepted vector finite in float: |a - b|^2 <= (|a| + |b|)^2 <= 4 max
+// (|a|^2, |b|^2) and |<a, b>| <= max(|a|^2, |b|^2), so a norm^2 of at most kMaxSquaredNorm
+// (FLT_MAX / 8, a factor 2 of margin for rounding) keeps scores, and a cosine query's
+// normalisation, finite. Summed in double, which cannot overflow for float inputs.
 absl::Status ValidateVector(const google::protobuf::RepeatedField<float>& v, uint32_t dim,
                             const std::string& field) {
   if (uint32_t(v.size()) != dim) {
     return Invalid(
         absl::StrCat(field, ": has ", v.size(), " values, the collection's dim is ", dim));
   }
+  double norm2 = 0;
   for (int i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) return Invalid(absl::StrCat(field, "[", i, "]: not a finite number"));
+    norm2 += double(v[i]) * double(v[i]);
+  }
+  if (norm2 > kMaxSquaredNorm) {
+    return Invalid(absl::StrCat(field, ": squared norm ", norm2, " is above ", kMaxSquaredNorm,
+                                " (distances to it would overflow float)"));
   }
   return absl::OkStatus();
 }

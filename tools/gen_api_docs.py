@@ -53,8 +53,9 @@ STATUS = {
                            "one is answered OK with INDEX_STATE_BROKEN and `error`"],
     "Upsert": [
         "`INVALID_ARGUMENT` for an empty `points`, a vector whose length is not the "
-        "collection's dim or that holds a NaN or infinity, an attribute key that is empty or "
-        "over 256 bytes, or an attribute Value with nothing set; the message names the field, "
+        "collection's dim or that holds a NaN or infinity or whose squared norm is above "
+        "FLT_MAX / 8 (about 4.25e37: distances to it would overflow float), an attribute key "
+        "that is empty or over 256 bytes, or an attribute Value with nothing set; the message names the field, "
         "e.g. `points[3].vector: has 12 values, the collection's dim is 784`",
         _COLL, _WAL],
     "UpsertStream": [
@@ -71,8 +72,8 @@ STATUS = {
         "has `server.max_inflight_per_peer` Searches and Gets running (retry with backoff)"],
     "Search": [
         "`INVALID_ARGUMENT` for k outside 1..10000, nprobe over 65536, no queries or more than "
-        "10000, a query whose length is not dim or that holds a NaN or infinity, or "
-        "k * refine_factor over `limits.max_candidates_per_query`",
+        "10000, a query whose length is not dim or that holds a NaN or infinity or whose "
+        "squared norm is above FLT_MAX / 8, or k * refine_factor over `limits.max_candidates_per_query`",
         _COLL,
         "`RESOURCE_EXHAUSTED` past `search.max_inflight` searches running or queued, past "
         "`server.max_inflight_per_peer` Searches and Gets of this connection, or over "

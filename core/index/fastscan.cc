@@ -299,14 +299,16 @@ void FastScanLut::Build(const float* tables, size_t m, float offset) {
     max_range = std::max(max_range, *hi - *lo);
   }
   float scale = max_range > 0 ? 255.0f / max_range : 1.0f;
-  if (!std::isfinite(scale)) scale = 1.0f;
+  if (!std::isfinite(scale) || !(scale > 0)) scale = 1.0f;  // an infinite range gives 0
   inv_scale_ = 1.0f / scale;
   offset_ = offset + static_cast<float>(bias);
   for (size_t j = 0; j < m; ++j) {
     uint8_t q[16];
     for (size_t c = 0; c < 16; ++c) {
       const float v = std::nearbyint((tables[j * 16 + c] - mins[j]) * scale);
-      q[c] = static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+      // NaN (a NaN or infinite entry) passes std::clamp, and its cast to uint8_t is undefined:
+      // it takes the worst code, as +inf does, so it never looks near.
+      q[c] = std::isnan(v) ? 255 : static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
     }
     std::memcpy(&layout_[LayoutOffset(j)], q, 16);
     std::memcpy(&layout_[LayoutOffset(j) + 16], q, 16);

@@ -18,6 +18,11 @@
 // partitions of rare queries); S3-FIFO keeps those from flushing the hot set (scan resistance)
 // at the cost of a counter per entry, with no list reordering on hits.
 //
+// Past the cache: a partition refused for want of room is read for one query alone (see
+// storage/collection/segment.h); the bytes such reads hold across the process are bounded by
+// the cache's UncachedBudget (`cache.uncached_bytes`), which lives here because every segment
+// already shares this one cache.
+//
 // Thread-safety: every method is thread-safe; callbacks run without the cache's lock held.
 #pragma once
 
@@ -35,6 +40,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/cache/uncached_budget.h"
 
 namespace shoal::storage {
 
@@ -99,7 +105,8 @@ class PartitionCache {
   using Loader = absl::AnyInvocable<void(LoadDone) &&>;
   using GetCallback = absl::AnyInvocable<void(absl::StatusOr<PartitionHandle>) &&>;
 
-  explicit PartitionCache(uint64_t budget_bytes);
+  // `uncached_bytes`: the UncachedBudget's bytes; 0 = budget_bytes (cache.uncached_bytes = 0).
+  explicit PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes = 0);
   ~PartitionCache();
 
   // REQUIRES: `bytes` is the partition's size (known from the segment's metadata).
@@ -113,6 +120,9 @@ class PartitionCache {
 
   CacheStats stats() const;
   uint64_t budget() const { return budget_; }
+
+  // Bytes of partitions read past the cache (refused with RESOURCE_EXHAUSTED by Get).
+  UncachedBudget& uncached() { return uncached_; }
 
  private:
   friend class PartitionHandle;
@@ -150,6 +160,7 @@ class PartitionCache {
   uint64_t small_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t loading_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // entries being loaded: not evictable
   CacheStats stats_ ABSL_GUARDED_BY(mu_);
+  UncachedBudget uncached_;
 };
 
 }  // namespace shoal::storage

@@ -28,6 +28,13 @@ bool StoppedByAnotherQuery(const absl::Status& status, const core::PartitionFetc
 
 uint64_t CachedBytes(uint64_t length) { return AlignUp(std::max<uint64_t>(length, 1)); }
 
+// An uncached partition's pin: its bytes, then its share of the UncachedBudget, which is
+// returned only after the bytes are freed (members are destroyed in reverse order).
+struct UncachedPin {
+  UncachedBudget::Grant grant;
+  std::shared_ptr<const void> bytes;
+};
+
 PartitionBytes Holdable(ReadResult read) {
   // A read lands in a pooled power-of-two buffer, or in one coalesced buffer shared with its
   // neighbours (up to io.max_request_bytes): holding it would keep up to twice the bytes, or
@@ -227,9 +234,10 @@ absl::Status Segment::VerifyPartition(uint32_t p, std::vector<char>* buffer) con
 }
 
 void Segment::ReadPartition(uint32_t partition, const core::PartitionFetch& fetch,
-                            PartitionRead done) {
+                            PartitionRead done, bool on_completion) {
   const PartitionExtent& e = meta_.partitions[partition];
   ReadRequest r;
+  r.dispatch_on_completion = on_completion;
   r.file = lists_file_;
   r.offset = e.offset;
   r.length = uint32_t(e.length);
@@ -250,22 +258,28 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
   FetchAttempt(fetch, std::move(done), 0);
 }
 
+std::optional<core::PartitionData> Segment::TryHit(uint32_t partition) {
+  std::optional<PartitionHandle> hit = cache_->TryGetHit({cache_id_, partition});
+  if (!hit) return std::nullopt;
+  auto pinned = std::make_shared<PartitionHandle>(*std::move(hit));
+  core::PartitionData data;
+  data.ids = reinterpret_cast<const uint64_t*>(pinned->data());
+  data.codes = reinterpret_cast<const uint8_t*>(pinned->data() + partition_rows_[partition] * 8);
+  data.count = partition_rows_[partition];
+  data.cached = true;
+  data.pin = std::move(pinned);
+  return data;
+}
+
 void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt) {
   if (fetch.cancel) {
     if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
   }
   const uint32_t partition = fetch.partition;
   const PartitionExtent& e = meta_.partitions[partition];
-  if (std::optional<PartitionHandle> hit = cache_->TryGetHit({cache_id_, partition})) {
+  if (std::optional<core::PartitionData> hit = TryHit(partition)) {
     // The common warm case: no loader, timing or callback objects to build.
-    auto pinned = std::make_shared<PartitionHandle>(*std::move(hit));
-    core::PartitionData data;
-    data.ids = reinterpret_cast<const uint64_t*>(pinned->data());
-    data.codes = reinterpret_cast<const uint8_t*>(pinned->data() + e.count * 8);
-    data.count = e.count;
-    data.cached = true;
-    data.pin = std::move(pinned);
-    return std::move(done)(std::move(data));
+    return std::move(done)(*std::move(hit));
   }
   struct Timing {
     uint64_t queue_us = 0, io_us = 0;
@@ -290,21 +304,11 @@ void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, in
   };
   cache_->Get(PartitionKey{cache_id_, partition}, CachedBytes(e.length),
               PartitionCache::Admission::kIfRoom, std::move(loader),
-              [self = shared_from_this(), partition, fetch, timing, to_data, length = e.length,
-               attempt, done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
+              [self = shared_from_this(), fetch, timing, to_data, length = e.length, attempt,
+               done = std::move(done)](absl::StatusOr<PartitionHandle> handle) mutable {
                 if (handle.status().code() == absl::StatusCode::kResourceExhausted) {
                   // No room next to what is pinned: read it for this query only.
-                  return self->ReadPartition(
-                      partition, fetch,
-                      [to_data, done = std::move(done)](absl::StatusOr<ReadResult> r) mutable {
-                        if (!r.ok()) return std::move(done)(r.status());
-                        core::PartitionData data = to_data(r->data);
-                        data.pin = r->buffer;
-                        data.bytes_read = r->size;
-                        data.queue_us = r->queue_us;
-                        data.io_us = r->kernel_us;
-                        std::move(done)(std::move(data));
-                      });
+                  return self->ReadUncached(fetch, std::move(done));
                 }
                 if (!handle.ok() && attempt < kMaxSharedLoadRetries &&
                     StoppedByAnotherQuery(handle.status(), fetch)) {
@@ -320,6 +324,49 @@ void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, in
                 data.pin = std::move(pinned);
                 std::move(done)(std::move(data));
               });
+}
+
+void Segment::ReadUncached(const core::PartitionFetch& fetch, FetchDone done) {
+  const uint32_t partition = fetch.partition;
+  // Charged what it will hold: Holdable() keeps at most CachedBytes(length) per partition.
+  const uint64_t held = CachedBytes(meta_.partitions[partition].length);
+  cache_->uncached().Acquire(
+      fetch.query_seq, held,
+      [self = shared_from_this(), fetch,
+       done = std::move(done)](absl::StatusOr<UncachedBudget::Grant> grant) mutable {
+        if (!grant.ok()) return std::move(done)(grant.status());
+        if (fetch.cancel) {  // it may have waited: the query may be gone (the grant returns)
+          if (absl::Status s = fetch.cancel->Check(); !s.ok()) return std::move(done)(s);
+        }
+        // While it waited another query may have loaded the partition into the cache.
+        if (std::optional<core::PartitionData> hit = self->TryHit(fetch.partition)) {
+          return std::move(done)(*std::move(hit));  // the grant returns unused
+        }
+        // Granted on whichever thread returned bytes, typically an arena task that just
+        // scanned a partition: let the I/O thread submit the read when it is busy anyway.
+        self->ReadPartition(
+            fetch.partition, fetch,
+            [count = self->meta_.partitions[fetch.partition].count, grant = *std::move(grant),
+             done = std::move(done)](absl::StatusOr<ReadResult> r) mutable {
+              if (!r.ok()) return std::move(done)(r.status());
+              const uint32_t size = r->size;
+              const uint64_t queue_us = r->queue_us, io_us = r->kernel_us;
+              // A coalesced read shares one buffer with its neighbours: copy this partition
+              // out, so the pin holds what the grant was charged and no more.
+              PartitionBytes bytes = Holdable(*std::move(r));
+              core::PartitionData data;
+              data.ids = reinterpret_cast<const uint64_t*>(bytes.data);
+              data.codes = reinterpret_cast<const uint8_t*>(bytes.data + count * 8);
+              data.count = count;
+              data.bytes_read = size;
+              data.queue_us = queue_us;
+              data.io_us = io_us;
+              data.pin = std::make_shared<const UncachedPin>(
+                  UncachedPin{std::move(grant), std::move(bytes.owner)});
+              std::move(done)(std::move(data));
+            },
+            /*on_completion=*/true);
+      });
 }
 
 void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,

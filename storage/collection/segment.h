@@ -4,15 +4,18 @@
 // Fetch() answers from the PartitionCache or reads the partition through the IoScheduler
 // (O_DIRECT, the query's priority and deadline), verifies its CRC32C and inserts it into the
 // cache. A partition that does not fit the cache's budget next to what is pinned is read
-// uncached: the bytes live exactly as long as the query's pin, and the query's own
-// pinned-bytes budget bounds them (I-4: a full cache never stops a query). ReadRaw() reads
-// single rows' full-precision vectors for refine.
+// uncached: the bytes live exactly as long as the query's pin; the query's own pinned-bytes
+// budget bounds them per request, and the cache's UncachedBudget (cache.uncached_bytes) across
+// the process — such a read waits for its bytes before it is issued, oldest query first, and
+// the oldest query always gets one (I-4: a full cache never stops a query, nor grows the process
+// without bound); once granted it is answered from the cache instead if another query loaded
+// the partition meanwhile. ReadRaw() reads single rows' full-precision vectors for refine.
 //
 // Cancellation: reads carry the query's sequence number, and CancelQuery() takes the query's
-// queued reads out of the IoScheduler. A cached load is shared by every query that asks for the
-// partition while it loads, but carries the id of the query that started it: when that query
-// is cancelled (or its deadline passes first), the queries still waiting retry with a read of
-// their own instead of failing with it.
+// queued reads out of the IoScheduler and its waiting uncached reads out of the UncachedBudget. A
+// cached load is shared by every query that asks for the partition while it loads, but carries the
+// id of the query that started it: when that query is cancelled (or its deadline passes first), the
+// queries still waiting retry with a read of their own instead of failing with it.
 //
 // Open() also loads each row's location (for Get) and the rows' attributes into memory.
 //
@@ -72,7 +75,10 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   void Fetch(const core::PartitionFetch& fetch, FetchDone done) override;
   void ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch& priority,
                RawDone done) override;
-  void CancelQuery(uint64_t query_seq) override { scheduler_->CancelQuery(query_seq); }
+  void CancelQuery(uint64_t query_seq) override {
+    scheduler_->CancelQuery(query_seq);
+    cache_->uncached().CancelQuery(query_seq);
+  }
   void BeginBatch() override { scheduler_->Plug(); }
   void EndBatch() override { scheduler_->Unplug(); }
 
@@ -91,8 +97,15 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   absl::Status LoadIndex(FileSystem* fs);
   // Fetch(), after `attempt` shared loads failed because the query that started them stopped.
   void FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt);
+  // The partition pinned from the cache if it is cached and loaded; nullopt otherwise.
+  std::optional<core::PartitionData> TryHit(uint32_t partition);
+  // A partition the cache has no room for: read for this query alone once the process-wide
+  // UncachedBudget grants its bytes; the pin holds the bytes and the grant.
+  void ReadUncached(const core::PartitionFetch& fetch, FetchDone done);
   // Reads and checks one partition through the scheduler.
-  void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done);
+  // `on_completion`: ReadRequest::dispatch_on_completion.
+  void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done,
+                     bool on_completion = false);
   // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).
   std::pair<uint64_t, uint64_t> RawLocation(uint32_t partition, uint32_t row) const;
   absl::Status ReadVector(uint32_t partition, uint32_t row, float* out) const;

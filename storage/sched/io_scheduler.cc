@@ -159,7 +159,9 @@ uint64_t IoScheduler::Read(const ReadRequest& request, ReadCallback callback) {
       pending_[id] = std::move(p);
       policy_.Enqueue({id, request.file, request.offset, request.length, request.query,
                        request.rank, request.deadline});
-      if (!plugged) DispatchLocked(&reads, &answers);
+      // A completion is coming when a read is in flight: it dispatches this one too.
+      const bool deferred = request.dispatch_on_completion && !flights_.empty();
+      if (!plugged && !deferred) DispatchLocked(&reads, &answers);
     }
   }
   if (!reads.empty()) Submit(std::move(reads));

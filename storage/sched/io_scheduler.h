@@ -55,6 +55,11 @@ struct ReadRequest {
   uint64_t query = 0;  // smaller = older; the oldest query always progresses (I-4); CancelQuery
   uint32_t rank = 0;   // partition rank within the query, 0 = nearest
   IoClock::time_point deadline = IoClock::time_point::max();
+  // While other reads are in flight, leave this one queued for the next completion to
+  // dispatch (on the I/O thread) instead of submitting it from the calling thread; at once
+  // otherwise. For reads issued where submitting would cost the caller: an arena task that
+  // returns uncached bytes and so grants the next read (storage/cache/uncached_budget.h).
+  bool dispatch_on_completion = false;
 };
 
 struct ReadResult {

@@ -304,5 +304,23 @@ TEST(FastScan, RegionsKeepRowsAndScoreLikePackedBlocks) {
   }
 }
 
+TEST(FastScan, NonFiniteTableEntriesTakeTheWorstCodeWithoutUndefinedConversions) {
+  // A NaN or infinite entry used to reach static_cast<uint8_t>(NaN) (undefined; UBSan stops
+  // there, x86 gives code 0: the nearest). Now it is the farthest code, and the finite entries
+  // of a table with an infinite range keep an order-preserving code.
+  const size_t m = 4;
+  std::vector<float> tables(m * 16);
+  for (size_t i = 0; i < tables.size(); ++i) tables[i] = float(i % 16);
+  tables[3] = std::numeric_limits<float>::infinity();
+  tables[16 + 5] = std::numeric_limits<float>::quiet_NaN();
+  FastScanLut lut;
+  lut.Build(tables.data(), m, 0.0f);
+  EXPECT_EQ(lut.entry(0, 3), 255);
+  EXPECT_EQ(lut.entry(1, 5), 255);
+  EXPECT_EQ(lut.entry(0, 0), 0);
+  EXPECT_LT(lut.entry(0, 1), lut.entry(0, 2));
+  EXPECT_LT(lut.entry(2, 0), lut.entry(2, 15));
+}
+
 }  // namespace
 }  // namespace shoal::core

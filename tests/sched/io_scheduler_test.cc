@@ -377,6 +377,40 @@ TEST_P(IoSchedulerTest, CancelQueryAnswersItsQueuedReadsAndLeavesOthersAlone) {
   EXPECT_EQ(s->stats().cancelled, 10u);
 }
 
+TEST_P(IoSchedulerTest, AReadLeftForTheNextCompletionIsSubmittedByItOrAtOnceWhenNoneFlies) {
+  testing::Watchdog watchdog(std::chrono::seconds(60), "dispatch_on_completion");
+  testing::TempDir dir;
+  MakeFile(dir.Sub("f"), 1 << 20);
+  testing::HeldIoBackend* held = nullptr;
+  auto s = MakeHeld({}, &held);
+  if (!s) GTEST_SKIP() << "io_uring refused";
+  auto file = s->OpenFile(dir.Sub("f"));
+  ASSERT_TRUE(file.ok());
+  std::atomic<int> ok{0};
+  auto count = [&](absl::StatusOr<ReadResult> r) {
+    if (r.ok()) ok++;
+  };
+  s->Read({*file, 0, 4096, 1, 0}, count);  // in flight
+  ReadRequest later{*file, 65536, 4096, 2, 0};
+  later.dispatch_on_completion = true;
+  s->Read(later, count);
+  EXPECT_EQ(s->queued(), 1u);  // not submitted by this thread: a completion is coming
+  held->WaitHeld(1);
+  EXPECT_EQ(held->Release(1), 1);  // that completion submits it, on the releasing thread
+  EXPECT_EQ(s->queued(), 0u);
+  held->WaitHeld(1);
+  held->ReleaseAll();
+  EXPECT_EQ(ok.load(), 2);
+  // Nothing in flight: no completion would come, so it is submitted at once.
+  later.query = 3;
+  s->Read(later, count);
+  EXPECT_EQ(s->queued(), 0u);
+  held->WaitHeld(1);
+  held->ReleaseAll();
+  EXPECT_EQ(ok.load(), 3);
+  EXPECT_EQ(s->pending(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, IoSchedulerTest,
                          ::testing::Values(IoBackendKind::kPread, IoBackendKind::kUring),
                          [](const auto& info) {

@@ -72,6 +72,18 @@ TEST(Config, BadValuesNameTheField) {
   EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("server.grpc_addr"));
 }
 
+TEST(Config, TheUncachedPartitionBudgetComesFromItsKeyAndDefaultsToTheCachesSize) {
+  auto c = Load({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.cache_uncached_bytes, 0);  // 0 = cache.bytes (PartitionCache resolves it)
+  setenv("SHOAL_CACHE_UNCACHED_BYTES", "1048576", 1);
+  c = Load({});
+  unsetenv("SHOAL_CACHE_UNCACHED_BYTES");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.cache_uncached_bytes, 1 << 20);
+  EXPECT_THAT(PrintConfig(c->config), ::testing::HasSubstr("uncached_bytes: 1048576"));
+}
+
 TEST(Config, PrintConfigFlagIsRecognised) {
   auto c = Load({"--print-config"});
   ASSERT_TRUE(c.ok());

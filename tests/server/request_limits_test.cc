@@ -92,6 +92,40 @@ TEST(RequestLimits, PqTablesCountPerQueryAndSegment) {
   EXPECT_TRUE(SearchCost(SearchOf(100, 128, 10), shape, RequestLimits{}).ok());
 }
 
+TEST(RequestLimits, EveryPlanEntryIsPricedWithItsRoutingKey) {
+  // Per (query, probed partition): the query's index, its coarse key (a float) and the
+  // planner's scratch: 12 bytes, not 8.
+  SearchShape few = FlatShape(16), many = FlatShape(16);
+  few.plan_entries_per_query = 16;
+  many.plan_entries_per_query = 16 + 1000;
+  const uint64_t a = *SearchCost(SearchOf(10, 16, 10), few, RequestLimits{});
+  const uint64_t b = *SearchCost(SearchOf(10, 16, 10), many, RequestLimits{});
+  EXPECT_EQ(b - a, 10u * 1000 * (2 * sizeof(uint32_t) + sizeof(float)));
+}
+
+TEST(RequestLimits, RefinesRawVectorsArePricedAndCanRefuseTheRequest) {
+  // 100 queries x k 100 x refine 10 x dim 1024 floats = 390 MiB of raw vectors read for refine.
+  SearchShape sq8 = FlatShape(1024);
+  const v1::SearchRequest req = SearchOf(100, 1024, 100, 10);
+  auto cost = SearchCost(req, sq8, RequestLimits{});
+  EXPECT_EQ(cost.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("refine vectors"));
+  // Within the limit, the estimate holds at least the raw vectors.
+  const v1::SearchRequest small = SearchOf(4, 1024, 10, 10);
+  auto priced = SearchCost(small, sq8, RequestLimits{});
+  ASSERT_TRUE(priced.ok()) << priced.status();
+  EXPECT_GE(*priced, 4u * 10 * 10 * 1024 * sizeof(float));
+  // Every segment FLAT: no refine runs, so none is priced.
+  SearchShape flat = sq8;
+  flat.refine_reads_raw = false;
+  auto unrefined = SearchCost(small, flat, RequestLimits{});
+  ASSERT_TRUE(unrefined.ok());
+  EXPECT_EQ(*priced - *unrefined, 4u * 10 * 10 * (1024 * sizeof(float) + 40));
+  // Without a refine factor nothing is refined either.
+  EXPECT_EQ(*SearchCost(SearchOf(4, 1024, 10), sq8, RequestLimits{}),
+            *SearchCost(SearchOf(4, 1024, 10), flat, RequestLimits{}));
+}
+
 TEST(RequestLimits, GetWithVectorsIsBoundedByTheResponse) {
   v1::GetRequest req;
   for (uint64_t i = 0; i < 100000; ++i) req.add_ids(i);

@@ -135,6 +135,33 @@ TEST(Validation, SearchChecksKQueriesAndValues) {
   ExpectInvalid(ValidateSearch(req, 2), "nprobe");
 }
 
+TEST(Validation, AVectorWhoseSquaredNormOverflowsFloatIsRefusedNamingItsIndex) {
+  // Every component finite, but |q|^2 = 2e40 overflows float (FLT_MAX is about 3.4e38).
+  v1::SearchRequest search;
+  search.set_k(10);
+  auto* fine = search.add_queries();
+  fine->add_values(3e18f);  // |q|^2 = 9e36 + 9e36: still far from overflowing any distance
+  fine->add_values(3e18f);
+  EXPECT_TRUE(ValidateSearch(search, 2).ok());
+  auto* huge = search.add_queries();
+  huge->add_values(1e20f);
+  huge->add_values(1e20f);
+  ExpectInvalid(ValidateSearch(search, 2), "queries[1].values: squared norm");
+  // Just below the overflow of |q|^2 itself, yet a distance to -q would overflow: refused too.
+  huge->set_values(0, 1.3e19f);
+  huge->set_values(1, 0);
+  ExpectInvalid(ValidateSearch(search, 2), "queries[1].values");
+
+  v1::UpsertRequest upsert;
+  auto* p = upsert.add_points();
+  p->add_vector(1);
+  p->add_vector(2);
+  auto* q = upsert.add_points();
+  q->add_vector(-1e20f);
+  q->add_vector(0);
+  ExpectInvalid(ValidateUpsert(upsert, 2), "points[1].vector: squared norm");
+}
+
 TEST(Validation, Ids) {
   google::protobuf::RepeatedField<uint64_t> ids;
   ExpectInvalid(ValidateIds(ids), "ids");

@@ -1,0 +1,100 @@
+// UncachedBudget: the process-wide bound on partition bytes read past a full cache.
+#include "storage/cache/uncached_budget.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace shoal::storage {
+namespace {
+
+// One Acquire's answer, as the test sees it.
+struct Ask {
+  bool answered = false;
+  absl::Status status;
+  UncachedBudget::Grant grant;
+};
+
+void Acquire(UncachedBudget& budget, uint64_t query, uint64_t bytes, Ask* ask,
+             std::vector<uint64_t>* order = nullptr) {
+  budget.Acquire(query, bytes, [ask, order, query](absl::StatusOr<UncachedBudget::Grant> g) {
+    ask->answered = true;
+    ask->status = g.status();
+    if (g.ok()) ask->grant = *std::move(g);
+    if (order) order->push_back(query);
+  });
+}
+
+TEST(UncachedBudgetTest, ReadsWithinTheBudgetAreGrantedAtOnceAndReturnTheirBytesWhenDropped) {
+  UncachedBudget budget(100);
+  Ask a, b;
+  Acquire(budget, 1, 60, &a);
+  Acquire(budget, 2, 40, &b);
+  ASSERT_TRUE(a.answered && b.answered);
+  EXPECT_TRUE(a.status.ok() && b.status.ok());
+  EXPECT_EQ(budget.stats().held_bytes, 100u);
+  a.grant.reset();
+  EXPECT_EQ(budget.stats().held_bytes, 40u);
+  b.grant.reset();
+  EXPECT_EQ(budget.stats().held_bytes, 0u);
+  EXPECT_EQ(budget.stats().waited, 0u);
+}
+
+TEST(UncachedBudgetTest, AReadPastTheBudgetWaitsUntilBytesAreReturned) {
+  UncachedBudget budget(100);
+  Ask first, second;
+  Acquire(budget, 1, 80, &first);
+  Acquire(budget, 1, 40, &second);  // the query holds bytes already: no forced read
+  EXPECT_FALSE(second.answered);
+  EXPECT_EQ(budget.stats().waiting, 1u);
+  first.grant.reset();  // granted on this thread, as the bytes come back
+  ASSERT_TRUE(second.answered);
+  EXPECT_TRUE(second.status.ok());
+  EXPECT_EQ(budget.stats().held_bytes, 40u);
+  EXPECT_EQ(budget.stats().waited, 1u);
+}
+
+TEST(UncachedBudgetTest, TheOldestQueryHoldingNothingGetsOneReadPastTheBudgetAtATime) {
+  UncachedBudget budget(10);  // smaller than any read
+  Ask a, b;
+  Acquire(budget, 5, 100, &a);
+  ASSERT_TRUE(a.answered);  // alone and holding nothing: forced past the budget
+  Acquire(budget, 6, 100, &b);
+  EXPECT_FALSE(b.answered);  // one forced read at a time
+  a.grant.reset();
+  ASSERT_TRUE(b.answered);
+  EXPECT_TRUE(b.status.ok());
+  EXPECT_EQ(budget.stats().forced, 2u);
+}
+
+TEST(UncachedBudgetTest, OlderQueriesAreGrantedFirstAndNoYoungerOneOvertakes) {
+  UncachedBudget budget(10);
+  std::vector<uint64_t> order;
+  Ask held, q1, q9, q2;
+  Acquire(budget, 1, 10, &held);
+  Acquire(budget, 1, 5, &q1, &order);  // query 1 holds bytes: waits
+  Acquire(budget, 9, 5, &q9, &order);  // younger: behind query 1 even though it holds nothing
+  Acquire(budget, 2, 5, &q2, &order);  // older than 9: ahead of it
+  EXPECT_TRUE(order.empty());
+  held.grant.reset();
+  // 1 and 2 fit in the budget; 9 then holds nothing and is the oldest waiting: forced.
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 2, 9}));
+}
+
+TEST(UncachedBudgetTest, CancellingAQueryAnswersItsWaitingReadsAndLetsTheNextOneGo) {
+  UncachedBudget budget(10);
+  Ask held, mine, other;
+  Acquire(budget, 1, 10, &held);
+  Acquire(budget, 1, 10, &mine);   // query 1 holds bytes: waits
+  Acquire(budget, 3, 10, &other);  // behind query 1's read
+  EXPECT_FALSE(mine.answered || other.answered);
+  budget.CancelQuery(1);
+  ASSERT_TRUE(mine.answered);
+  EXPECT_TRUE(absl::IsCancelled(mine.status));
+  ASSERT_TRUE(other.answered);  // now the oldest waiting, holding nothing: forced
+  EXPECT_TRUE(other.status.ok());
+  EXPECT_EQ(budget.stats().waiting, 0u);
+}
+
+}  // namespace
+}  // namespace shoal::storage
