@@ -78,8 +78,12 @@ void ScanShare::EraseLocked(SharedScan* entry) {
 }
 
 void SharedScan::Issue(const PartitionFetch& fetch) {
+  share_->in_flight_fetches_.fetch_add(1, std::memory_order_relaxed);
   source_->Fetch(fetch, [self = shared_from_this()](absl::StatusOr<PartitionData> data) {
+    // Deliver consumes the data (dropped if nobody takes it) and may re-issue (++ first), so
+    // the count reaches 0 only once no fetch of any entry can call back.
     self->Deliver(std::move(data));
+    self->share_->in_flight_fetches_.fetch_sub(1, std::memory_order_acq_rel);
   });
 }
 

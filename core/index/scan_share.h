@@ -31,10 +31,17 @@
 // ticket it registers, lead or join, until that ticket is answered. The pin belongs to the entry
 // until a job accepts the data, then to that job's ready item.
 //
+// Fetches outlive requests: a request that left every ticket of an entry (cancelled, failed)
+// answers while the entry's fetch may still be at the disk (CancelQuery only drops queued
+// reads); the entry owns that fetch and drops its data when it answers. InFlightFetches()
+// counts such fetches (every entry's, across re-issues) so that a server shuts its cache and
+// I/O scheduler down only once none is left (server/server.cc).
+//
 // Thread-safety: thread-safe. One mutex guards every entry; it is never held while calling into
 // a job, the source or the observer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -122,7 +129,11 @@ class ScanShare : public std::enable_shared_from_this<ScanShare> {
   void ObserveScan(size_t queries) const {
     if (options_.observe_queries_per_scan) options_.observe_queries_per_scan(queries);
   }
-  // For tests: entries in the map, and the most tickets one query has registered on them.
+  // Entries whose fetch has been issued and has not yet answered (its Deliver returned).
+  // Non-blocking: shutdown polls it until 0 before it frees what the fetches call into.
+  size_t InFlightFetches() const { return in_flight_fetches_.load(std::memory_order_acquire); }
+
+  // For tests only: entries in the map, and the most tickets one query has registered on them.
   size_t open_entries() const;
   size_t MaxOpenTicketsPerQuery() const;
 
@@ -132,6 +143,8 @@ class ScanShare : public std::enable_shared_from_this<ScanShare> {
   void EraseLocked(SharedScan* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
+  // ++ by SharedScan::Issue, -- once the fetch's callback (Deliver) has returned
+  std::atomic<size_t> in_flight_fetches_{0};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ScanKey, std::shared_ptr<SharedScan>> open_ ABSL_GUARDED_BY(mu_);
 };
@@ -141,7 +154,8 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
   SharedScan(std::shared_ptr<ScanShare> share, ScanKey key, std::shared_ptr<PartitionSource> source)
       : share_(std::move(share)), key_(key), source_(std::move(source)) {}
 
-  // Issues the entry's fetch with `fetch`'s priority; the answer goes to Deliver.
+  // Issues the entry's fetch with `fetch`'s priority; the answer goes to Deliver. The fetch
+  // counts in the share's InFlightFetches() until that Deliver returns.
   void Issue(const PartitionFetch& fetch);
   void Deliver(absl::StatusOr<PartitionData> data);
 

@@ -534,6 +534,37 @@ TEST(ScanShare, ALeaderCancelledWhileItsReadsAreQueuedHasThemReissuedForTheOther
   EXPECT_EQ(source->live_pins(), 0);
 }
 
+// A read already dispatched cannot be cancelled: the cancelled leader leaves and answers while
+// the read is held, and the entry keeps owning it. InFlightFetches() (what server shutdown
+// waits for before freeing the cache and the I/O scheduler) stays > 0 until the read answers;
+// then the data is dropped (no pin, no leak under ASan).
+TEST(ScanShare, ALeaderCancelledWhileItsReadIsDispatchedAnswersAndTheReadStaysCounted) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/false);
+  auto token = std::make_shared<CancelToken>();
+  IvfSearchRequest r = Request(t.data, t.query, 1, {source->Ref(source)}, 4);
+  r.cancel = token;
+  r.share = t.share;
+  IvfSearch(t.executor, std::move(r), t.answers.Callback(0));
+  t.executor.RunAll();
+  ASSERT_EQ(source->held(), 4u);
+  EXPECT_EQ(t.share->InFlightFetches(), 4u);
+  token->Cancel();
+  t.executor.RunAll();
+  EXPECT_EQ(t.answers.Result(0).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(source->held(), 4u) << "the dispatched reads were cancelled";
+  EXPECT_EQ(t.share->InFlightFetches(), 4u) << "the reads still at the disk went uncounted";
+  EXPECT_EQ(source->Release(3, nullptr), 3u);
+  t.executor.RunAll();
+  EXPECT_EQ(t.share->InFlightFetches(), 1u);
+  EXPECT_EQ(source->Release(1, nullptr), 1u);
+  t.executor.RunAll();
+  EXPECT_EQ(t.share->InFlightFetches(), 0u);
+  EXPECT_EQ(source->live_pins(), 0) << "the entry kept the data of a read nobody waits for";
+  EXPECT_EQ(t.share->open_entries(), 0u);
+  EXPECT_EQ(t.executor.queued(), 0u);
+}
+
 // After a re-issue the read has the new issuer's priority: a query older than it (though
 // younger than the cancelled leader) must not join and ride it.
 TEST(ScanShare, AfterAReissueAQueryOlderThanTheNewIssuerLeadsItsOwnEntry) {
