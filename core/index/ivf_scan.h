@@ -47,7 +47,11 @@ struct Sink {
 
 // Scores queries[0..nq) on the partition's n rows and pushes each live row of query j into
 // sinks[j] (candidates of an `exact` model carry kExact instead of the segment). Queries are
-// scored in chunks, so one thread's scratch stays near 4 MiB whatever nq is (I-9).
+// scored in chunks, so one thread's scratch stays near 4 MiB whatever nq is (I-9). An `exact`
+// model's candidates carry exactly the single-query kernel's key, and each sink gets exactly
+// the rows the single-query path would keep, however many queries share the scan: when the
+// chunk goes through sgemm, a row near the threshold is re-scored (PreparedQueries::FlatKey,
+// within core/index/rounding_bound.h's bound).
 // dead_flags (memtable rows) may be null.
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
                     const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n,

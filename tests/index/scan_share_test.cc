@@ -187,8 +187,11 @@ void Drive(ManualExecutor& executor, HeldSource& source, Answers& answers, std::
   executor.RunAll();
 }
 
+// `exact` (FLAT): distances bit-identical. Otherwise (approximate keys, refine re-ranks a
+// shortlist) equal ids and distances within rounding.
 void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
-                       const absl::StatusOr<std::vector<QueryResult>>& b, size_t request) {
+                       const absl::StatusOr<std::vector<QueryResult>>& b, size_t request,
+                       bool exact = true) {
   ASSERT_TRUE(a.ok()) << request << ": " << a.status();
   ASSERT_TRUE(b.ok()) << request << ": " << b.status();
   ASSERT_EQ(a->size(), b->size());
@@ -196,7 +199,11 @@ void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
     EXPECT_EQ(Ids((*a)[q]), Ids((*b)[q])) << "request " << request << " query " << q;
     for (size_t i = 0; i < (*a)[q].neighbors.size() && i < (*b)[q].neighbors.size(); ++i) {
       const float x = (*a)[q].neighbors[i].distance, y = (*b)[q].neighbors[i].distance;
-      EXPECT_NEAR(x, y, 1e-3f * (1 + std::abs(y))) << request << " " << q << " " << i;
+      if (exact) {
+        EXPECT_EQ(x, y) << request << " " << q << " " << i;
+      } else {
+        EXPECT_NEAR(x, y, 1e-3f * (1 + std::abs(y))) << request << " " << q << " " << i;
+      }
     }
   }
 }
@@ -324,7 +331,67 @@ TEST(ScanShare, SharedScansGiveTheSameResultsAsUnsharedOnes) {
       }
     }
     EXPECT_LT(fetches[1], fetches[0]);
-    for (size_t i = 0; i < num; ++i) ExpectSameResults(results[1][i], results[0][i], i);
+    for (size_t i = 0; i < num; ++i) {
+      ExpectSameResults(results[1][i], results[0][i], i, c.encoding == VectorEncoding::kFlat);
+    }
+  }
+}
+
+// Exact FLAT answers do not depend on load: a scan shared by >= 8 queries goes through sgemm
+// (|q|^2 + |x|^2 - 2<q, x>), whose rounding at |x|^2 ~ 1e6 (Fashion-MNIST-like pixels) exceeds
+// the gaps between near-duplicate rows. Every request's ids and distances must still be
+// bit-identical to the same query searched alone with sharing off (the per-row kernel).
+TEST(ScanShare, ExactFlatAnswersUnderSharingAreBitIdenticalToOneQueryAtATime) {
+  const size_t n = 1200, dim = 64, num = 24;
+  std::mt19937 rng(91);
+  std::uniform_real_distribution<float> pixel(0.0f, 255.0f), tiny(-0.02f, 0.02f);
+  Data data(n, dim, 91);
+  for (size_t i = 0; i < n; ++i) {
+    float* v = data.vectors.data() + i * dim;
+    if (i % 2 == 1) {  // a near-duplicate of the row before it
+      const float* prev = v - dim;
+      for (size_t d = 0; d < dim; ++d) v[d] = prev[d] + tiny(rng);
+      continue;
+    }
+    for (size_t d = 0; d < dim; ++d) v[d] = pixel(rng);
+  }
+  std::vector<float> queries(num * dim);
+  for (size_t q = 0; q < num; ++q) {
+    const float* base = data.vectors.data() + (q * 37 % n) * dim;
+    for (size_t d = 0; d < dim; ++d) queries[q * dim + d] = base[d] + 4 * tiny(rng);
+  }
+  for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
+    SCOPED_TRACE(MetricName(metric));
+    auto model = std::make_shared<IvfModel>(MakeExactModel(uint32_t(dim), metric, 1));
+    auto segment =
+        std::make_shared<InMemorySegment>(model, data.vectors.data(), data.ids.data(), data.n);
+    auto request = [&](size_t i, const std::shared_ptr<HeldSource>& source,
+                       std::shared_ptr<ScanShare> share) {
+      IvfSearchRequest r =
+          Request(data, Slice(queries, i, 1, dim), 1, {source->Ref(source)}, 1, metric);
+      r.share = std::move(share);
+      return r;
+    };
+    ManualExecutor executor(1);
+    // One at a time, sharing off: the single-query kernel.
+    std::vector<absl::StatusOr<std::vector<QueryResult>>> alone;
+    for (size_t i = 0; i < num; ++i) {
+      auto source = std::make_shared<HeldSource>(segment, false);
+      Answers one(1);
+      IvfSearch(executor, request(i, source, nullptr), one.Callback(0));
+      Drive(executor, *source, one, nullptr);
+      alone.push_back(one.Result(0));
+    }
+    // All at once on one ScanShare: one scan scores every query.
+    auto source = std::make_shared<HeldSource>(segment, false);
+    ScanObserver observer;
+    auto share = observer.Share();
+    Answers shared(num);
+    for (size_t i = 0; i < num; ++i)
+      IvfSearch(executor, request(i, source, share), shared.Callback(i));
+    Drive(executor, *source, shared, nullptr);
+    ASSERT_GE(observer.most.load(), kMinQueriesForGemm) << "the scan did not go through sgemm";
+    for (size_t i = 0; i < num; ++i) ExpectSameResults(shared.Result(i), alone[i], i);
   }
 }
 
