@@ -161,7 +161,6 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
 
  private:
   friend class ScanShare;
-  static constexpr int kMaxReissues = 8;
 
   // REQUIRES: share_->mu_ held. Whether the ticket that issued the fetch stopped.
   bool IssuerStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(share_->mu_);
@@ -179,7 +178,6 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
   // the fetch in flight was issued with this
   PartitionFetch issuer_ ABSL_GUARDED_BY(share_->mu_);
   bool issuer_left_ ABSL_GUARDED_BY(share_->mu_) = false;
-  int reissues_ ABSL_GUARDED_BY(share_->mu_) = 0;
 };
 
 }  // namespace shoal::core

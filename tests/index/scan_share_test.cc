@@ -659,6 +659,41 @@ TEST(ScanShare, AfterAReissueAQueryOlderThanTheNewIssuerLeadsItsOwnEntry) {
   share->Close(middle.entry);
 }
 
+// Every re-issue goes to a distinct live ticket (a stopped one never becomes live again), so
+// re-issues end without a cap: after ten issuers in a row are cancelled, the eleventh ticket,
+// whose token is fine, still gets the data rather than a failure.
+TEST(ScanShare, ATicketWhoseTokenIsFineOutlivesAnyNumberOfCancelledIssuers) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/true);
+  auto share = std::make_shared<ScanShare>(ScanShare::Options{});
+  auto member = std::make_shared<RecordingMember>();
+  const ScanKey key{source.get(), 3};
+  const size_t issuers = 10;
+  std::vector<std::shared_ptr<CancelToken>> tokens;
+  std::shared_ptr<SharedScan> entry;
+  for (size_t i = 0; i <= issuers; ++i) {
+    tokens.push_back(std::make_shared<CancelToken>());
+    Ticket ticket = MakeTicket(member, i, 1 + i, 1);
+    ticket.fetch.cancel = tokens.back();
+    const PartitionFetch fetch = ticket.fetch;
+    auto r = share->Register(key, source, std::move(ticket));
+    ASSERT_EQ(r.lead, i == 0) << i;
+    if (r.lead) (entry = r.entry)->Issue(fetch);
+  }
+  for (size_t i = 0; i < issuers; ++i) {
+    ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{1 + i});
+    tokens[i]->Cancel();
+    source->CancelQuery(1 + i);  // the issuer's queued read answers CANCELLED: re-issued
+  }
+  EXPECT_TRUE(member->failed.empty()) << "a ticket with a fine token failed after re-issues";
+  ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{1 + issuers});
+  source->Release(1, nullptr);
+  // The data is offered oldest first: the cancelled tickets' member (a recorder) accepts it.
+  EXPECT_EQ(member->accepted.size(), 1u);
+  EXPECT_EQ(share->InFlightFetches(), 0u);
+  share->Close(entry);
+}
+
 TEST(ScanShare, AnIoErrorFailsEveryRequestOnTheEntry) {
   LeaderAndJoiner t;
   auto source = std::make_shared<HeldSource>(t.segment, false);
