@@ -378,8 +378,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     return accepted;
   }
 
-  // Another request's scan task scored work item `work`'s queries: merge, as if scanned here.
-  void OnHandBack(size_t work, HandBack results) {
+  // ScanMember: another request's scan task scored work item `work`'s queries: merge, as if
+  // scanned here.
+  void OnHandBack(size_t work, HandBack results) override {
     bool progress;
     {
       absl::MutexLock lock(&mu_);
@@ -469,8 +470,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       status = ScanItemCatching(item, tickets, &results, &handbacks);
       item.data.pin.reset();  // unpin as soon as the partition is scanned
       for (size_t t = 0; t < tickets.size(); ++t) {
-        // Every ticket is an IvfSearchJob's (the only ScanMember).
-        auto* joiner = static_cast<IvfSearchJob*>(tickets[t].job.get());
+        ScanMember* joiner = tickets[t].job.get();
         if (status.ok()) {
           joiner->OnHandBack(tickets[t].work, std::move(handbacks[t]));
         } else {

@@ -21,7 +21,8 @@
 //                          oldest live ticket's PartitionFetch. Any other error (or no live
 //                          ticket): the entry closes and every ticket's job gets FailShared.
 //   Close(entry)           the accepting job's scan task takes the remaining tickets; no ticket
-//                          joins after. It scores them with its own queries and hands back.
+//                          joins after. It scores them with its own queries and hands back
+//                          (ScanMember::OnHandBack).
 //   Leave(entry, ...)      a failing job withdraws a ticket not yet offered or closed; true if it
 //                          left (the job counts the work answered), false if an answer
 //                          (AcceptShared, FailShared or a hand-back) will still come.
@@ -60,6 +61,7 @@ namespace shoal::core {
 
 class IdFilter;
 class SharedScan;
+struct HandBack;  // core/index/ivf_scan.h: a ticket's candidates from another job's scan
 
 // The side of a request's job that an entry calls (IvfSearchJob implements it). Never called
 // with the ScanShare's mutex held.
@@ -73,6 +75,9 @@ class ScanMember {
                             PartitionData& data) = 0;
   // The entry's fetch failed: the member counts the work answered and fails.
   virtual void FailShared(size_t work, absl::Status status) = 0;
+  // Another member's scan task scored this member's ticket for `work` (a closed ticket): the
+  // member merges the candidates and counts the work answered. Never waits.
+  virtual void OnHandBack(size_t work, HandBack results) = 0;
 };
 
 // One registration: one request's queries on one partition.

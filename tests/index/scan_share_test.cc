@@ -11,6 +11,7 @@
 #include "core/exec/manual_executor.h"
 #include "core/exec/tbb_executor.h"
 #include "core/index/fastscan_model.h"
+#include "core/index/ivf_scan.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_partition_source.h"
 #include "tests/fakes/watchdog.h"
@@ -211,14 +212,16 @@ void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
 // A member that records what the entries tell it.
 class RecordingMember final : public ScanMember {
  public:
+  // Contract: `data` is taken only when accepting, untouched otherwise.
   bool AcceptShared(size_t work, const std::shared_ptr<SharedScan>&, PartitionData& data) override {
     accepted.push_back(work);
-    held = std::move(data);
+    if (accept) held = std::move(data);
     return accept;
   }
   void FailShared(size_t work, absl::Status) override { failed.push_back(work); }
+  void OnHandBack(size_t work, HandBack) override { handed_back.push_back(work); }
   bool accept = true;
-  std::vector<size_t> accepted, failed;
+  std::vector<size_t> accepted, failed, handed_back;
   PartitionData held;
 };
 
