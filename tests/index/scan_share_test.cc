@@ -697,6 +697,82 @@ TEST(ScanShare, ATicketWhoseTokenIsFineOutlivesAnyNumberOfCancelledIssuers) {
   share->Close(entry);
 }
 
+// Pass-on: the leader accepts a read and is cancelled before its scan task runs. It drops the
+// item and passes the data to the joiner, which scans it: the joiner answers exactly, and no
+// partition is read twice.
+TEST(ScanShare, ALeaderCancelledBeforeScanningPassesTheDataOnWithoutAnotherRead) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/false);
+  const std::shared_ptr<CancelToken> tokens[2] = {std::make_shared<CancelToken>(), nullptr};
+  ASSERT_EQ(t.Start(source, tokens), 4u);
+  ASSERT_EQ(source->Release(1, nullptr), 1u);  // the leader (oldest) accepts it
+  ASSERT_GT(t.executor.queued(), 0u) << "the leader's scan task should be queued, not run";
+  tokens[0]->Cancel();  // Abort, before that task runs: the leader drops and passes on
+  EXPECT_EQ(t.answers.Result(0).status().code(), absl::StatusCode::kUnknown)
+      << "answered before its queued task ran";
+  Drive(t.executor, *source, t.answers, nullptr);
+  EXPECT_EQ(t.answers.Result(0).status().code(), absl::StatusCode::kCancelled);
+  ExpectSameResults(t.answers.Result(1), t.Unshared(), 1);
+  EXPECT_EQ(source->fetches(), 4u) << "a partition was read again";
+  EXPECT_EQ(source->live_pins(), 0);
+  EXPECT_EQ(t.share->open_entries(), 0u);
+  EXPECT_EQ(t.share->InFlightFetches(), 0u);
+}
+
+// Hand-backs carry the joiner's own segment index: requests list two segments in opposite
+// orders ([S0, S1] and [S1, S0]), so a scan by one hands the other candidates whose refine
+// must read the right segment. SQ8 with refine: sharing on answers as sharing off.
+TEST(ScanShare, HandBacksUseTheJoinersSegmentOrder) {
+  const Data data(3000, 16, 101);
+  std::vector<std::shared_ptr<InMemorySegment>> segments;
+  for (size_t s = 0; s < 2; ++s) {
+    const size_t half = data.n / 2;
+    const float* v = data.vectors.data() + s * half * data.dim;
+    Data part(half, data.dim, 0);
+    part.vectors.assign(v, v + half * data.dim);
+    part.ids.assign(data.ids.begin() + long(s * half), data.ids.begin() + long((s + 1) * half));
+    segments.push_back(
+        std::make_shared<InMemorySegment>(TrainModel(part, 8, VectorEncoding::kSq8, 8, true),
+                                          part.vectors.data(), part.ids.data(), half));
+  }
+  const size_t num = 24;
+  const auto queries = data.Queries(num, 102);
+  std::vector<absl::StatusOr<std::vector<QueryResult>>> results[2];
+  for (int shared = 0; shared < 2; ++shared) {
+    std::shared_ptr<HeldSource> sources[2] = {std::make_shared<HeldSource>(segments[0], false),
+                                              std::make_shared<HeldSource>(segments[1], false)};
+    ScanObserver observer;
+    std::shared_ptr<ScanShare> share = shared ? observer.Share() : nullptr;
+    ManualExecutor executor(2);
+    Answers answers(num);
+    for (size_t i = 0; i < num; ++i) {
+      const size_t first = i % 2;
+      IvfSearchRequest r = Request(
+          data, Slice(queries, i, 1, data.dim), 1,
+          {sources[first]->Ref(sources[first]), sources[1 - first]->Ref(sources[1 - first])}, 3);
+      r.refine_factor = 4;
+      r.share = share;
+      IvfSearch(executor, std::move(r), answers.Callback(i));
+    }
+    std::mt19937 rng(103);
+    while (!answers.AllAnswered()) {
+      executor.RunAll();
+      size_t released = 0;
+      for (auto& source : sources) released += source->Release(1 + rng() % 3, &rng);
+      ASSERT_TRUE(released > 0 || executor.queued() > 0 || answers.AllAnswered()) << "stuck";
+    }
+    executor.RunAll();
+    for (size_t i = 0; i < num; ++i) results[shared].push_back(answers.Result(i));
+    if (shared) {
+      EXPECT_GT(observer.most.load(), 1u) << "requests did not share scans";
+    }
+    for (auto& source : sources) EXPECT_EQ(source->live_pins(), 0);
+  }
+  for (size_t i = 0; i < num; ++i) {
+    ExpectSameResults(results[1][i], results[0][i], i, /*exact=*/false);
+  }
+}
+
 TEST(ScanShare, AnIoErrorFailsEveryRequestOnTheEntry) {
   LeaderAndJoiner t;
   auto source = std::make_shared<HeldSource>(t.segment, false);
