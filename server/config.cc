@@ -78,7 +78,7 @@ const std::vector<Field>& Fields() {
        "queries of different requests probing the same partition share its read and scan"},
       {"search.max_queries_per_scan", "SHOAL_MAX_QUERIES_PER_SCAN", "--max-queries-per-scan",
        &Config::search_max_queries_per_scan,
-       "queries one shared partition scan scores at most (later ones start a new scan)"},
+       "queries one shared partition scan scores at most (later ones start a new scan; 1-4096)"},
       {"search.batch_bytes", "SHOAL_BATCH_BYTES", "--batch-bytes", &Config::search_batch_bytes,
        "B: bytes one search task scans at most (at least one partition)"},
       {"search.max_pinned_bytes_per_query", "SHOAL_MAX_PINNED_BYTES", "--max-pinned-bytes",
@@ -294,8 +294,13 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   if (loaded.config.search_default_nprobe < 1) {
     return absl::InvalidArgumentError("search.default_nprobe: must be at least 1");
   }
-  if (loaded.config.search_max_queries_per_scan < 1) {
-    return absl::InvalidArgumentError("search.max_queries_per_scan: must be at least 1");
+  // A shared scan scores all its queries' keys in one task (chunked, but its CPU time grows
+  // with them): the cap bounds the scan an older query may wait for.
+  if (loaded.config.search_max_queries_per_scan < 1 ||
+      loaded.config.search_max_queries_per_scan > kMaxQueriesPerScanLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("search.max_queries_per_scan: must be between 1 and ", kMaxQueriesPerScanLimit,
+                     ", got ", loaded.config.search_max_queries_per_scan));
   }
   if (loaded.config.search_batch_partitions < 1) {
     return absl::InvalidArgumentError("search.batch_partitions: must be at least 1");

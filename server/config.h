@@ -15,6 +15,9 @@
 
 namespace shoal::server {
 
+// The largest search.max_queries_per_scan the loader accepts.
+inline constexpr int kMaxQueriesPerScanLimit = 4096;
+
 struct Config {
   // gRPC listen address. Default: 127.0.0.1:7700 (0.0.0.0:7700 in the container image).
   std::string grpc_addr = "127.0.0.1:7700";
@@ -59,8 +62,8 @@ struct Config {
   // Queries of different requests that probe the same partition share one read and one
   // scan. Default: true.
   bool search_share_scans = true;
-  // Queries one shared partition scan scores at most (later ones open a new scan).
-  // Default: 64.
+  // Queries one shared partition scan scores at most (later ones open a new scan), 1 to
+  // kMaxQueriesPerScanLimit. Default: 64.
   int search_max_queries_per_scan = 64;
   // B: bytes one search task scans at most (at least one partition). Default: 8 MiB.
   int64_t search_batch_bytes = 8ll << 20;

@@ -247,6 +247,17 @@ void Server::Shutdown() {
     s.grpc_server->Shutdown(std::chrono::system_clock::now());
     s.grpc_server->Wait();
     log->debug("gRPC server stopped");
+    // A cancelled request may have answered while a shared scan's read it issued is still at
+    // the disk; that read calls back into the cache and the scheduler freed below.
+    const auto reads_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (s.service->scan_fetches_in_flight() > 0 &&
+           std::chrono::steady_clock::now() < reads_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (s.service->scan_fetches_in_flight() > 0) {
+      log->error("{} shared-scan read(s) still in flight after 30s",
+                 s.service->scan_fetches_in_flight());
+    }
   }
   if (s.cpu) s.cpu->WaitIdle();
   s.maintenance.reset();  // drains its queue (the demo loader watches `stopping`)

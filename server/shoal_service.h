@@ -71,6 +71,9 @@ class ShoalService final {
   // From now on every new RPC gets UNAVAILABLE (graceful shutdown).
   void StopAdmitting() { admitting_.store(false); }
   int64_t inflight_searches() const { return inflight_searches_.load(); }
+  // Shared-scan fetches still in flight (core::ScanShare::InFlightFetches): a cancelled
+  // request may have answered while a read it issued is still at the disk. Non-blocking.
+  size_t scan_fetches_in_flight() const { return scan_share_->InFlightFetches(); }
   int max_inflight_per_peer() const { return peer_slots_.per_peer(); }
 
   // The handlers. Each finishes `r` exactly once, now or later from another thread; `req` and

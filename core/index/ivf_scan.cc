@@ -1,6 +1,10 @@
 #include "core/index/ivf_scan.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "core/index/distance.h"
+#include "core/index/rounding_bound.h"
 
 namespace shoal::core {
 namespace {
@@ -9,6 +13,38 @@ namespace {
 constexpr size_t kMaxScratchFloats = size_t(1) << 20;  // 4 MiB of keys
 thread_local std::vector<float> scratch_keys;
 thread_local PartitionScratch scratch;
+thread_local std::vector<float> scratch_row_norms;
+
+// Pushes query `query`'s rows into `sink`. `recheck` (an exact FLAT partition scored through
+// sgemm): a row whose sgemm key may be within rounding of the threshold is re-scored with the
+// single-query kernel and pushed with that key, so the top-k (ids and keys) is exactly the
+// one-query path's whatever other queries shared the scan. row_norms: |x|^2 when recheck.
+void PushRows(const ScanQuery& query, const Sink& sink, const float* keys, const uint8_t* codes,
+              const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n, bool exact,
+              bool recheck, const float* row_norms, uint32_t partition) {
+  CandidateTopK& best = *sink.best;
+  const uint32_t segment = exact ? kExact : sink.segment;
+  const PreparedQueries& p = *query.prepared;
+  const size_t dim = p.model().dim;
+  const float query_norm = p.query_norm_sq(query.index);
+  for (size_t i = 0; i < n; ++i) {
+    float key = keys[i];
+    if (recheck) {
+      // The sgemm key and the kernel's are each within the bound of the true key.
+      const float slack = 2 * DistanceRoundingBound(dim, query_norm, row_norms[i]);
+      if (std::isfinite(key) && std::isfinite(slack) && key - slack > best.threshold()) continue;
+    } else if (key > best.threshold()) {
+      continue;
+    }
+    if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
+    if (sink.filter && sink.filter->IsDead(ids[i])) continue;
+    if (recheck) {
+      key = p.FlatKey(query.index, reinterpret_cast<const float*>(codes) + i * dim);
+      if (key > best.threshold()) continue;
+    }
+    best.Push(Candidate{key, ids[i], segment, partition, uint32_t(i)});
+  }
+}
 
 }  // namespace
 
@@ -17,26 +53,31 @@ void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, cons
                     bool exact, uint32_t partition) {
   // At least one query per chunk.
   const size_t chunk = std::max<size_t>(1, kMaxScratchFloats / std::max<size_t>(1, n));
+  bool have_row_norms = false;
   for (size_t first = 0; first < nq; first += chunk) {
     const size_t count = std::min(chunk, nq - first);
     scratch_keys.resize(count * n);
     ScorePartition(queries + first, count, codes, n, scratch_keys.data(), &scratch);
-    for (size_t c = 0; c < count; ++c) {
-      const Sink& sink = sinks[first + c];
-      const float* keys = scratch_keys.data() + c * n;
-      CandidateTopK& best = *sink.best;
-      const uint32_t segment = exact ? kExact : sink.segment;
+    // Exact (FLAT) keys must not depend on how many queries shared the scan.
+    const bool recheck = exact && ScoresThroughGemm(queries[first].prepared->model(), count);
+    if (recheck && !have_row_norms) {
+      have_row_norms = true;
+      const size_t dim = queries[first].prepared->model().dim;
+      const float* rows = reinterpret_cast<const float*>(codes);
+      scratch_row_norms.resize(n);
       for (size_t i = 0; i < n; ++i) {
-        if (keys[i] > best.threshold()) continue;
-        if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
-        if (sink.filter && sink.filter->IsDead(ids[i])) continue;
-        best.Push(Candidate{keys[i], ids[i], segment, partition, uint32_t(i)});
+        scratch_row_norms[i] = InnerProduct(rows + i * dim, rows + i * dim, dim);
       }
+    }
+    for (size_t c = 0; c < count; ++c) {
+      PushRows(queries[first + c], sinks[first + c], scratch_keys.data() + c * n, codes, ids,
+               dead_flags, n, exact, recheck, scratch_row_norms.data(), partition);
     }
   }
   // A huge partition may have grown the scratch past the bound: give that memory back.
   if (scratch_keys.capacity() > kMaxScratchFloats) {
     std::vector<float>().swap(scratch_keys);
+    std::vector<float>().swap(scratch_row_norms);
     scratch = PartitionScratch();
   }
 }

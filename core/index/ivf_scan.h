@@ -1,6 +1,6 @@
 // The IVF engine's scoring step (core/index/ivf_search.cc): candidates, the per-query sinks a
 // partition scan pushes rows into, and the chunked scoring of one partition for queries of one
-// or several requests. Internal to the engine.
+// or several requests; stats merging and the engine's exception guard. Internal to the engine.
 //
 // Thread-safety: ScoreIntoSinks uses a per-thread scratch; sinks must not be shared between
 // threads.
@@ -8,8 +8,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/index/ivf_search.h"
 #include "core/index/partition_scan.h"
 #include "core/index/search_types.h"
@@ -45,9 +49,41 @@ struct Sink {
   uint32_t segment;        // in the owning request's segments
 };
 
+// to += from, field by field (a task's or a hand-back's stats into a query's).
+inline void AddStats(const QueryStats& from, QueryStats* to) {
+  to->partitions_probed += from.partitions_probed;
+  to->partitions_cached += from.partitions_cached;
+  to->bytes_read += from.bytes_read;
+  to->vectors_scanned += from.vectors_scanned;
+  to->queue_us += from.queue_us;
+  to->io_us += from.io_us;
+  to->cpu_us += from.cpu_us;
+}
+
+// Runs `fn`; an exception (an allocation failure above all: scratch, PQ tables and results
+// grow with the request) becomes the request's status. Nothing may escape an engine task: the
+// job would never answer.
+template <typename Fn>
+absl::Status Catching(const char* what, Fn&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(std::string("out of memory ") + what);
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string(what) + " failed: " + e.what());
+  } catch (...) {
+    return absl::InternalError(std::string(what) + " failed");
+  }
+}
+
 // Scores queries[0..nq) on the partition's n rows and pushes each live row of query j into
 // sinks[j] (candidates of an `exact` model carry kExact instead of the segment). Queries are
-// scored in chunks, so one thread's scratch stays near 4 MiB whatever nq is (I-9).
+// scored in chunks, so one thread's scratch stays near 4 MiB whatever nq is (I-9). An `exact`
+// model's candidates carry exactly the single-query kernel's key, and each sink gets exactly
+// the rows the single-query path would keep, however many queries share the scan: when the
+// chunk goes through sgemm, a row near the threshold is re-scored (PreparedQueries::FlatKey,
+// within core/index/rounding_bound.h's bound).
 // dead_flags (memtable rows) may be null.
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
                     const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n,

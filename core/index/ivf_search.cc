@@ -239,22 +239,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       absl::MutexLock lock(&mu_);
       if (!routed_) return;  // nothing fetched yet; Route calls Progress when it is done
       cancel_sources = std::exchange(cancel_sources_, false);
-      if (failed_) {
-        scanned_ += ready_.size();
-        for (ReadyItem& item : ready_) {
-          if (work_[item.work].segment != kExact) pinned_bytes_ -= work_[item.work].bytes;
-          dropped.push_back(std::move(item));
-        }
-        ready_.clear();
-        scanned_ += work_.size() - next_fetch_;  // never fetched
-        next_fetch_ = work_.size();
-        // Withdraw from the shared scans still waiting for data (outside the lock, below).
-        for (size_t w = 0; w < work_.size(); ++w) {
-          if (tickets_[w] != TicketState::kRegistered) continue;
-          tickets_[w] = TicketState::kLeaving;
-          leaving.push_back({w, entries_[w]});
-        }
-      }
+      if (failed_) DropOnFailureLocked(&dropped, &leaving);
       while (next_fetch_ < work_.size()) {
         const Work& w = work_[next_fetch_];
         if (pinned_bytes_ > 0 && pinned_bytes_ + w.bytes > req_.options.max_pinned_bytes) break;
@@ -301,6 +286,27 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     }
     for (size_t i = 0; i < tasks; ++i) Submit(&IvfSearchJob::Scan);
     if (stage_done) Submit(&IvfSearchJob::FinishScan);
+  }
+
+  // REQUIRES: mu_ held, failed_. Drops the ready items (into `dropped`, passed on outside the
+  // lock), counts the never-fetched work scanned, and marks the registered tickets leaving
+  // (into `leaving`: withdrawn from their shared scans outside the lock).
+  void DropOnFailureLocked(std::vector<ReadyItem>* dropped,
+                           std::vector<std::pair<size_t, std::shared_ptr<SharedScan>>>* leaving)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    scanned_ += ready_.size();
+    for (ReadyItem& item : ready_) {
+      if (work_[item.work].segment != kExact) pinned_bytes_ -= work_[item.work].bytes;
+      dropped->push_back(std::move(item));
+    }
+    ready_.clear();
+    scanned_ += work_.size() - next_fetch_;  // never fetched
+    next_fetch_ = work_.size();
+    for (size_t w = 0; w < work_.size(); ++w) {
+      if (tickets_[w] != TicketState::kRegistered) continue;
+      tickets_[w] = TicketState::kLeaving;
+      leaving->push_back({w, entries_[w]});
+    }
   }
 
   // Registers work item `index` on the shared scan of its partition: leads it (issues the
@@ -368,8 +374,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     return accepted;
   }
 
-  // Another request's scan task scored work item `work`'s queries: merge, as if scanned here.
-  void OnHandBack(size_t work, HandBack results) {
+  // ScanMember: another request's scan task scored work item `work`'s queries: merge, as if
+  // scanned here.
+  void OnHandBack(size_t work, HandBack results) override {
     bool progress;
     {
       absl::MutexLock lock(&mu_);
@@ -377,7 +384,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       const Work& w = work_[work];
       for (size_t j = 0; j < w.queries.size(); ++j) {
         candidates_[w.queries[j]].Merge(results.topk[j]);
-        Add(results.stats, &stats_[w.queries[j]]);
+        AddStats(results.stats, &stats_[w.queries[j]]);
       }
       pinned_bytes_ -= w.bytes;
       ++scanned_;
@@ -459,8 +466,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       status = ScanItemCatching(item, tickets, &results, &handbacks);
       item.data.pin.reset();  // unpin as soon as the partition is scanned
       for (size_t t = 0; t < tickets.size(); ++t) {
-        // Every ticket is an IvfSearchJob's (the only ScanMember).
-        auto* joiner = static_cast<IvfSearchJob*>(tickets[t].job.get());
+        ScanMember* joiner = tickets[t].job.get();
         if (status.ok()) {
           joiner->OnHandBack(tickets[t].work, std::move(handbacks[t]));
         } else {
@@ -472,7 +478,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       absl::MutexLock lock(&mu_);
       for (size_t q = 0; q < req_.num_queries; ++q) {
         if (results.topk[q]) candidates_[q].Merge(*results.topk[q]);
-        Add(results.stats[q], &stats_[q]);
+        AddStats(results.stats[q], &stats_[q]);
       }
       for (const ReadyItem& item : batch) {
         if (work_[item.work].segment != kExact) pinned_bytes_ -= work_[item.work].bytes;
@@ -484,36 +490,34 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     Progress();
   }
 
-  static void Add(const QueryStats& from, QueryStats* to) {
-    to->partitions_probed += from.partitions_probed;
-    to->partitions_cached += from.partitions_cached;
-    to->bytes_read += from.bytes_read;
-    to->vectors_scanned += from.vectors_scanned;
-    to->queue_us += from.queue_us;
-    to->io_us += from.io_us;
-    to->cpu_us += from.cpu_us;
-  }
-
-  // Runs `fn`; an exception (an allocation failure above all: scratch, PQ tables and results
-  // grow with the request) becomes the request's status. Nothing may escape a task: the job
-  // would never answer.
-  template <typename Fn>
-  static absl::Status Catching(const char* what, Fn&& fn) {
-    try {
-      fn();
-      return absl::OkStatus();
-    } catch (const std::bad_alloc&) {
-      return absl::ResourceExhaustedError(std::string("out of memory ") + what);
-    } catch (const std::exception& e) {
-      return absl::InternalError(std::string(what) + " failed: " + e.what());
-    } catch (...) {
-      return absl::InternalError(std::string(what) + " failed");
-    }
-  }
-
   absl::Status ScanItemCatching(const ReadyItem& item, const std::vector<Ticket>& tickets,
                                 TaskResults* results, std::vector<HandBack>* handbacks) {
     return Catching("scanning a partition", [&] { ScanItem(item, tickets, results, handbacks); });
+  }
+
+  // The queries to score on work item `w`, own first then each ticket's (`joined`, left empty
+  // when there is no ticket: w.scan is the list), and where each one's rows go: this job's
+  // per-task top-k, or the ticket's hand-back (built with the joiner's limit, filter and
+  // segment index).
+  void BuildSinks(const Work& w, const IdFilter* filter, const std::vector<Ticket>& tickets,
+                  TaskResults* results, std::vector<HandBack>* handbacks, std::vector<Sink>* sinks,
+                  std::vector<ScanQuery>* joined) {
+    for (uint32_t q : w.queries) {
+      if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
+      sinks->push_back({&*results->topk[q], filter, w.segment});
+    }
+    handbacks->resize(tickets.size());
+    for (size_t t = 0; t < tickets.size(); ++t) {
+      const Ticket& ticket = tickets[t];
+      HandBack& hb = (*handbacks)[t];
+      hb.topk.reserve(ticket.num_queries);
+      for (size_t j = 0; j < ticket.num_queries; ++j) {
+        hb.topk.emplace_back(ticket.limit);
+        sinks->push_back({&hb.topk.back(), ticket.dead, ticket.segment});
+      }
+      if (joined->empty()) *joined = w.scan;
+      joined->insert(joined->end(), ticket.queries, ticket.queries + ticket.num_queries);
+    }
   }
 
   // Scores one ready item for this job's queries and for every closed ticket's (other
@@ -545,25 +549,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       prepared = prepared_[w.segment].get();
       exact = prepared->model().encoding == VectorEncoding::kFlat;
     }
-    // The queries to score, own first, and where each one's rows go.
     std::vector<Sink> sinks;
-    for (uint32_t q : w.queries) {
-      if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
-      sinks.push_back({&*results->topk[q], filter, w.segment});
-    }
     std::vector<ScanQuery> joined;
-    handbacks->resize(tickets.size());
-    for (size_t t = 0; t < tickets.size(); ++t) {
-      const Ticket& ticket = tickets[t];
-      HandBack& hb = (*handbacks)[t];
-      hb.topk.reserve(ticket.num_queries);
-      for (size_t j = 0; j < ticket.num_queries; ++j) {
-        hb.topk.emplace_back(ticket.limit);
-        sinks.push_back({&hb.topk.back(), ticket.dead, ticket.segment});
-      }
-      if (joined.empty()) joined = w.scan;
-      joined.insert(joined.end(), ticket.queries, ticket.queries + ticket.num_queries);
-    }
+    BuildSinks(w, filter, tickets, results, handbacks, &sinks, &joined);
     const ScanQuery* queries = tickets.empty() ? w.scan.data() : joined.data();
     const size_t nq = sinks.size();
     ScoreIntoSinks(queries, sinks.data(), nq, codes, ids, dead_flags, n, exact, w.partition);

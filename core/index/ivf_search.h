@@ -25,8 +25,13 @@
 //
 // Refine (SQ8/PQ segments, refine_factor > 0): the best k * refine_factor candidates are
 // re-ranked with exact distances from raw vectors read through PartitionSource::ReadRaw,
-// another asynchronous stage. `done` runs once, on an executor thread, after every fetch has
-// answered (so no pin or budget outlives the request).
+// another asynchronous stage. `done` runs once, on an executor thread, once every work item of
+// the request is answered (scanned, handed back, failed, or left): the request's budget and
+// every pin it accepted are released by then. A fetch the request issued may still be in
+// flight after `done` (it left the shared scan, e.g. cancelled while the read was at the
+// disk): the shared scan owns that fetch and drops its data when it answers; the owner of the
+// ScanShare waits for ScanShare::InFlightFetches() == 0 before freeing the sources' cache and
+// I/O scheduler (server/server.cc shutdown).
 //
 // Thread-safety: IvfSearch may be called from any thread.
 #pragma once

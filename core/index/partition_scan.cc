@@ -241,6 +241,17 @@ void PreparedQueries::ScoreOne(uint32_t q, float coarse_key, const uint8_t* code
   }
 }
 
+float PreparedQueries::FlatKey(uint32_t q, const float* row) const {
+  // The same kernels as ScoreOne's FLAT case, which score each row on its own.
+  float key;
+  if (IsSimilarity(model_.metric)) {
+    InnerProductMany(query(q), row, 1, model_.dim, &key);
+    return -key;
+  }
+  L2SqrMany(query(q), row, 1, model_.dim, &key);
+  return key;
+}
+
 void ScorePartition(const ScanQuery* queries, size_t nq, const uint8_t* codes, size_t n,
                     float* keys, PartitionScratch* s) {
   if (nq == 0) return;
@@ -257,7 +268,7 @@ void ScorePartition(const ScanQuery* queries, size_t nq, const uint8_t* codes, s
                            codes, n, keys);
     return;
   }
-  if (nq >= kMinQueriesForGemm && model.encoding != VectorEncoding::kPq) {
+  if (ScoresThroughGemm(model, nq)) {
     first.ScoreBlocked(queries, nq, codes, n, keys, s);
     return;
   }

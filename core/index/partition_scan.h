@@ -45,6 +45,9 @@ class PreparedQueries {
   float CoarseKey(size_t q, uint32_t partition) const;
   // Residual models: the factor f applied to <q, r^> (-2 for L2, -1 for IP).
   float residual_factor() const { return IsSimilarity(model_.metric) ? -1.0f : -2.0f; }
+  // FLAT models: query q's key of one row, bit-identical to what ScorePartition gives that row
+  // for a single query (the per-row SIMD kernel), whatever the partition around it.
+  float FlatKey(uint32_t q, const float* row) const;
 
  private:
   friend void ScorePartition(const ScanQuery*, size_t, const uint8_t*, size_t, float*,
@@ -94,5 +97,12 @@ std::vector<ScanQuery> ScanQueries(const PreparedQueries& prepared, const uint32
 
 // Queries on one partition from which the blocked (sgemm) path pays off.
 inline constexpr size_t kMinQueriesForGemm = 8;
+
+// Whether ScorePartition scores nq queries of `model` together through sgemm. Such keys are
+// within DistanceRoundingBound (core/index/rounding_bound.h) of the single-query kernels' keys
+// but not bit-identical to them: a caller that needs exact keys (FLAT) re-scores with FlatKey.
+inline bool ScoresThroughGemm(const IvfModel& model, size_t nq) {
+  return nq >= kMinQueriesForGemm && model.encoding != VectorEncoding::kPq;
+}
 
 }  // namespace shoal::core

@@ -78,8 +78,12 @@ void ScanShare::EraseLocked(SharedScan* entry) {
 }
 
 void SharedScan::Issue(const PartitionFetch& fetch) {
+  share_->in_flight_fetches_.fetch_add(1, std::memory_order_relaxed);
   source_->Fetch(fetch, [self = shared_from_this()](absl::StatusOr<PartitionData> data) {
+    // Deliver consumes the data (dropped if nobody takes it) and may re-issue (++ first), so
+    // the count reaches 0 only once no fetch of any entry can call back.
     self->Deliver(std::move(data));
+    self->share_->in_flight_fetches_.fetch_sub(1, std::memory_order_acq_rel);
   });
 }
 
@@ -115,9 +119,13 @@ void SharedScan::Deliver(absl::StatusOr<PartitionData> data) {
   {
     absl::MutexLock lock(&share_->mu_);
     // The issuer's cancellation (CancelQuery dropped its queued read) must not fail the others.
+    // No cap on re-issues is needed: a re-issue happens only when the issuer stopped (its token
+    // cancelled or expired, or it left) and goes to a ticket whose token is fine now. A stopped
+    // ticket never becomes live again, so every re-issue consumes a distinct ticket, and an
+    // entry's tickets are finite (joins stop at max_queries_per_scan queries ever registered).
+    // A cap would fail live tickets whose own token is fine.
     const bool stopped_by_issuer =
-        (absl::IsCancelled(status) || absl::IsDeadlineExceeded(status)) &&
-        reissues_ < kMaxReissues && IssuerStoppedLocked();
+        (absl::IsCancelled(status) || absl::IsDeadlineExceeded(status)) && IssuerStoppedLocked();
     if (stopped_by_issuer) {
       const Ticket* live = nullptr;
       for (const Ticket& t : tickets_) {
@@ -129,7 +137,6 @@ void SharedScan::Deliver(absl::StatusOr<PartitionData> data) {
         // Joiners must not be older than the query whose priority the read now has.
         oldest_seq_ = live->query_seq;
         issuer_left_ = false;
-        ++reissues_;
         reissue = issuer_;
       }
     }

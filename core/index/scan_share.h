@@ -21,7 +21,8 @@
 //                          oldest live ticket's PartitionFetch. Any other error (or no live
 //                          ticket): the entry closes and every ticket's job gets FailShared.
 //   Close(entry)           the accepting job's scan task takes the remaining tickets; no ticket
-//                          joins after. It scores them with its own queries and hands back.
+//                          joins after. It scores them with its own queries and hands back
+//                          (ScanMember::OnHandBack).
 //   Leave(entry, ...)      a failing job withdraws a ticket not yet offered or closed; true if it
 //                          left (the job counts the work answered), false if an answer
 //                          (AcceptShared, FailShared or a hand-back) will still come.
@@ -31,10 +32,17 @@
 // ticket it registers, lead or join, until that ticket is answered. The pin belongs to the entry
 // until a job accepts the data, then to that job's ready item.
 //
+// Fetches outlive requests: a request that left every ticket of an entry (cancelled, failed)
+// answers while the entry's fetch may still be at the disk (CancelQuery only drops queued
+// reads); the entry owns that fetch and drops its data when it answers. InFlightFetches()
+// counts such fetches (every entry's, across re-issues) so that a server shuts its cache and
+// I/O scheduler down only once none is left (server/server.cc).
+//
 // Thread-safety: thread-safe. One mutex guards every entry; it is never held while calling into
 // a job, the source or the observer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,6 +61,7 @@ namespace shoal::core {
 
 class IdFilter;
 class SharedScan;
+struct HandBack;  // core/index/ivf_scan.h: a ticket's candidates from another job's scan
 
 // The side of a request's job that an entry calls (IvfSearchJob implements it). Never called
 // with the ScanShare's mutex held.
@@ -66,6 +75,9 @@ class ScanMember {
                             PartitionData& data) = 0;
   // The entry's fetch failed: the member counts the work answered and fails.
   virtual void FailShared(size_t work, absl::Status status) = 0;
+  // Another member's scan task scored this member's ticket for `work` (a closed ticket): the
+  // member merges the candidates and counts the work answered. Never waits.
+  virtual void OnHandBack(size_t work, HandBack results) = 0;
 };
 
 // One registration: one request's queries on one partition.
@@ -122,7 +134,11 @@ class ScanShare : public std::enable_shared_from_this<ScanShare> {
   void ObserveScan(size_t queries) const {
     if (options_.observe_queries_per_scan) options_.observe_queries_per_scan(queries);
   }
-  // For tests: entries in the map, and the most tickets one query has registered on them.
+  // Entries whose fetch has been issued and has not yet answered (its Deliver returned).
+  // Non-blocking: shutdown polls it until 0 before it frees what the fetches call into.
+  size_t InFlightFetches() const { return in_flight_fetches_.load(std::memory_order_acquire); }
+
+  // For tests only: entries in the map, and the most tickets one query has registered on them.
   size_t open_entries() const;
   size_t MaxOpenTicketsPerQuery() const;
 
@@ -132,6 +148,8 @@ class ScanShare : public std::enable_shared_from_this<ScanShare> {
   void EraseLocked(SharedScan* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
+  // ++ by SharedScan::Issue, -- once the fetch's callback (Deliver) has returned
+  std::atomic<size_t> in_flight_fetches_{0};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ScanKey, std::shared_ptr<SharedScan>> open_ ABSL_GUARDED_BY(mu_);
 };
@@ -141,13 +159,13 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
   SharedScan(std::shared_ptr<ScanShare> share, ScanKey key, std::shared_ptr<PartitionSource> source)
       : share_(std::move(share)), key_(key), source_(std::move(source)) {}
 
-  // Issues the entry's fetch with `fetch`'s priority; the answer goes to Deliver.
+  // Issues the entry's fetch with `fetch`'s priority; the answer goes to Deliver. The fetch
+  // counts in the share's InFlightFetches() until that Deliver returns.
   void Issue(const PartitionFetch& fetch);
   void Deliver(absl::StatusOr<PartitionData> data);
 
  private:
   friend class ScanShare;
-  static constexpr int kMaxReissues = 8;
 
   // REQUIRES: share_->mu_ held. Whether the ticket that issued the fetch stopped.
   bool IssuerStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(share_->mu_);
@@ -165,7 +183,6 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
   // the fetch in flight was issued with this
   PartitionFetch issuer_ ABSL_GUARDED_BY(share_->mu_);
   bool issuer_left_ ABSL_GUARDED_BY(share_->mu_) = false;
-  int reissues_ ABSL_GUARDED_BY(share_->mu_) = 0;
 };
 
 }  // namespace shoal::core

@@ -11,6 +11,7 @@
 #include "core/exec/manual_executor.h"
 #include "core/exec/tbb_executor.h"
 #include "core/index/fastscan_model.h"
+#include "core/index/ivf_scan.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_partition_source.h"
 #include "tests/fakes/watchdog.h"
@@ -187,8 +188,11 @@ void Drive(ManualExecutor& executor, HeldSource& source, Answers& answers, std::
   executor.RunAll();
 }
 
+// `exact` (FLAT): distances bit-identical. Otherwise (approximate keys, refine re-ranks a
+// shortlist) equal ids and distances within rounding.
 void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
-                       const absl::StatusOr<std::vector<QueryResult>>& b, size_t request) {
+                       const absl::StatusOr<std::vector<QueryResult>>& b, size_t request,
+                       bool exact = true) {
   ASSERT_TRUE(a.ok()) << request << ": " << a.status();
   ASSERT_TRUE(b.ok()) << request << ": " << b.status();
   ASSERT_EQ(a->size(), b->size());
@@ -196,7 +200,11 @@ void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
     EXPECT_EQ(Ids((*a)[q]), Ids((*b)[q])) << "request " << request << " query " << q;
     for (size_t i = 0; i < (*a)[q].neighbors.size() && i < (*b)[q].neighbors.size(); ++i) {
       const float x = (*a)[q].neighbors[i].distance, y = (*b)[q].neighbors[i].distance;
-      EXPECT_NEAR(x, y, 1e-3f * (1 + std::abs(y))) << request << " " << q << " " << i;
+      if (exact) {
+        EXPECT_EQ(x, y) << request << " " << q << " " << i;
+      } else {
+        EXPECT_NEAR(x, y, 1e-3f * (1 + std::abs(y))) << request << " " << q << " " << i;
+      }
     }
   }
 }
@@ -204,14 +212,16 @@ void ExpectSameResults(const absl::StatusOr<std::vector<QueryResult>>& a,
 // A member that records what the entries tell it.
 class RecordingMember final : public ScanMember {
  public:
+  // Contract: `data` is taken only when accepting, untouched otherwise.
   bool AcceptShared(size_t work, const std::shared_ptr<SharedScan>&, PartitionData& data) override {
     accepted.push_back(work);
-    held = std::move(data);
+    if (accept) held = std::move(data);
     return accept;
   }
   void FailShared(size_t work, absl::Status) override { failed.push_back(work); }
+  void OnHandBack(size_t work, HandBack) override { handed_back.push_back(work); }
   bool accept = true;
-  std::vector<size_t> accepted, failed;
+  std::vector<size_t> accepted, failed, handed_back;
   PartitionData held;
 };
 
@@ -324,7 +334,67 @@ TEST(ScanShare, SharedScansGiveTheSameResultsAsUnsharedOnes) {
       }
     }
     EXPECT_LT(fetches[1], fetches[0]);
-    for (size_t i = 0; i < num; ++i) ExpectSameResults(results[1][i], results[0][i], i);
+    for (size_t i = 0; i < num; ++i) {
+      ExpectSameResults(results[1][i], results[0][i], i, c.encoding == VectorEncoding::kFlat);
+    }
+  }
+}
+
+// Exact FLAT answers do not depend on load: a scan shared by >= 8 queries goes through sgemm
+// (|q|^2 + |x|^2 - 2<q, x>), whose rounding at |x|^2 ~ 1e6 (Fashion-MNIST-like pixels) exceeds
+// the gaps between near-duplicate rows. Every request's ids and distances must still be
+// bit-identical to the same query searched alone with sharing off (the per-row kernel).
+TEST(ScanShare, ExactFlatAnswersUnderSharingAreBitIdenticalToOneQueryAtATime) {
+  const size_t n = 1200, dim = 64, num = 24;
+  std::mt19937 rng(91);
+  std::uniform_real_distribution<float> pixel(0.0f, 255.0f), tiny(-0.02f, 0.02f);
+  Data data(n, dim, 91);
+  for (size_t i = 0; i < n; ++i) {
+    float* v = data.vectors.data() + i * dim;
+    if (i % 2 == 1) {  // a near-duplicate of the row before it
+      const float* prev = v - dim;
+      for (size_t d = 0; d < dim; ++d) v[d] = prev[d] + tiny(rng);
+      continue;
+    }
+    for (size_t d = 0; d < dim; ++d) v[d] = pixel(rng);
+  }
+  std::vector<float> queries(num * dim);
+  for (size_t q = 0; q < num; ++q) {
+    const float* base = data.vectors.data() + (q * 37 % n) * dim;
+    for (size_t d = 0; d < dim; ++d) queries[q * dim + d] = base[d] + 4 * tiny(rng);
+  }
+  for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
+    SCOPED_TRACE(MetricName(metric));
+    auto model = std::make_shared<IvfModel>(MakeExactModel(uint32_t(dim), metric, 1));
+    auto segment =
+        std::make_shared<InMemorySegment>(model, data.vectors.data(), data.ids.data(), data.n);
+    auto request = [&](size_t i, const std::shared_ptr<HeldSource>& source,
+                       std::shared_ptr<ScanShare> share) {
+      IvfSearchRequest r =
+          Request(data, Slice(queries, i, 1, dim), 1, {source->Ref(source)}, 1, metric);
+      r.share = std::move(share);
+      return r;
+    };
+    ManualExecutor executor(1);
+    // One at a time, sharing off: the single-query kernel.
+    std::vector<absl::StatusOr<std::vector<QueryResult>>> alone;
+    for (size_t i = 0; i < num; ++i) {
+      auto source = std::make_shared<HeldSource>(segment, false);
+      Answers one(1);
+      IvfSearch(executor, request(i, source, nullptr), one.Callback(0));
+      Drive(executor, *source, one, nullptr);
+      alone.push_back(one.Result(0));
+    }
+    // All at once on one ScanShare: one scan scores every query.
+    auto source = std::make_shared<HeldSource>(segment, false);
+    ScanObserver observer;
+    auto share = observer.Share();
+    Answers shared(num);
+    for (size_t i = 0; i < num; ++i)
+      IvfSearch(executor, request(i, source, share), shared.Callback(i));
+    Drive(executor, *source, shared, nullptr);
+    ASSERT_GE(observer.most.load(), kMinQueriesForGemm) << "the scan did not go through sgemm";
+    for (size_t i = 0; i < num; ++i) ExpectSameResults(shared.Result(i), alone[i], i);
   }
 }
 
@@ -534,6 +604,37 @@ TEST(ScanShare, ALeaderCancelledWhileItsReadsAreQueuedHasThemReissuedForTheOther
   EXPECT_EQ(source->live_pins(), 0);
 }
 
+// A read already dispatched cannot be cancelled: the cancelled leader leaves and answers while
+// the read is held, and the entry keeps owning it. InFlightFetches() (what server shutdown
+// waits for before freeing the cache and the I/O scheduler) stays > 0 until the read answers;
+// then the data is dropped (no pin, no leak under ASan).
+TEST(ScanShare, ALeaderCancelledWhileItsReadIsDispatchedAnswersAndTheReadStaysCounted) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/false);
+  auto token = std::make_shared<CancelToken>();
+  IvfSearchRequest r = Request(t.data, t.query, 1, {source->Ref(source)}, 4);
+  r.cancel = token;
+  r.share = t.share;
+  IvfSearch(t.executor, std::move(r), t.answers.Callback(0));
+  t.executor.RunAll();
+  ASSERT_EQ(source->held(), 4u);
+  EXPECT_EQ(t.share->InFlightFetches(), 4u);
+  token->Cancel();
+  t.executor.RunAll();
+  EXPECT_EQ(t.answers.Result(0).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(source->held(), 4u) << "the dispatched reads were cancelled";
+  EXPECT_EQ(t.share->InFlightFetches(), 4u) << "the reads still at the disk went uncounted";
+  EXPECT_EQ(source->Release(3, nullptr), 3u);
+  t.executor.RunAll();
+  EXPECT_EQ(t.share->InFlightFetches(), 1u);
+  EXPECT_EQ(source->Release(1, nullptr), 1u);
+  t.executor.RunAll();
+  EXPECT_EQ(t.share->InFlightFetches(), 0u);
+  EXPECT_EQ(source->live_pins(), 0) << "the entry kept the data of a read nobody waits for";
+  EXPECT_EQ(t.share->open_entries(), 0u);
+  EXPECT_EQ(t.executor.queued(), 0u);
+}
+
 // After a re-issue the read has the new issuer's priority: a query older than it (though
 // younger than the cancelled leader) must not join and ride it.
 TEST(ScanShare, AfterAReissueAQueryOlderThanTheNewIssuerLeadsItsOwnEntry) {
@@ -559,6 +660,117 @@ TEST(ScanShare, AfterAReissueAQueryOlderThanTheNewIssuerLeadsItsOwnEntry) {
   EXPECT_EQ(member->accepted, std::vector<size_t>{2});
   share->Close(lead.entry);
   share->Close(middle.entry);
+}
+
+// Every re-issue goes to a distinct live ticket (a stopped one never becomes live again), so
+// re-issues end without a cap: after ten issuers in a row are cancelled, the eleventh ticket,
+// whose token is fine, still gets the data rather than a failure.
+TEST(ScanShare, ATicketWhoseTokenIsFineOutlivesAnyNumberOfCancelledIssuers) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/true);
+  auto share = std::make_shared<ScanShare>(ScanShare::Options{});
+  auto member = std::make_shared<RecordingMember>();
+  const ScanKey key{source.get(), 3};
+  const size_t issuers = 10;
+  std::vector<std::shared_ptr<CancelToken>> tokens;
+  std::shared_ptr<SharedScan> entry;
+  for (size_t i = 0; i <= issuers; ++i) {
+    tokens.push_back(std::make_shared<CancelToken>());
+    Ticket ticket = MakeTicket(member, i, 1 + i, 1);
+    ticket.fetch.cancel = tokens.back();
+    const PartitionFetch fetch = ticket.fetch;
+    auto r = share->Register(key, source, std::move(ticket));
+    ASSERT_EQ(r.lead, i == 0) << i;
+    if (r.lead) (entry = r.entry)->Issue(fetch);
+  }
+  for (size_t i = 0; i < issuers; ++i) {
+    ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{1 + i});
+    tokens[i]->Cancel();
+    source->CancelQuery(1 + i);  // the issuer's queued read answers CANCELLED: re-issued
+  }
+  EXPECT_TRUE(member->failed.empty()) << "a ticket with a fine token failed after re-issues";
+  ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{1 + issuers});
+  source->Release(1, nullptr);
+  // The data is offered oldest first: the cancelled tickets' member (a recorder) accepts it.
+  EXPECT_EQ(member->accepted.size(), 1u);
+  EXPECT_EQ(share->InFlightFetches(), 0u);
+  share->Close(entry);
+}
+
+// Pass-on: the leader accepts a read and is cancelled before its scan task runs. It drops the
+// item and passes the data to the joiner, which scans it: the joiner answers exactly, and no
+// partition is read twice.
+TEST(ScanShare, ALeaderCancelledBeforeScanningPassesTheDataOnWithoutAnotherRead) {
+  LeaderAndJoiner t;
+  auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/false);
+  const std::shared_ptr<CancelToken> tokens[2] = {std::make_shared<CancelToken>(), nullptr};
+  ASSERT_EQ(t.Start(source, tokens), 4u);
+  ASSERT_EQ(source->Release(1, nullptr), 1u);  // the leader (oldest) accepts it
+  ASSERT_GT(t.executor.queued(), 0u) << "the leader's scan task should be queued, not run";
+  tokens[0]->Cancel();  // Abort, before that task runs: the leader drops and passes on
+  EXPECT_EQ(t.answers.Result(0).status().code(), absl::StatusCode::kUnknown)
+      << "answered before its queued task ran";
+  Drive(t.executor, *source, t.answers, nullptr);
+  EXPECT_EQ(t.answers.Result(0).status().code(), absl::StatusCode::kCancelled);
+  ExpectSameResults(t.answers.Result(1), t.Unshared(), 1);
+  EXPECT_EQ(source->fetches(), 4u) << "a partition was read again";
+  EXPECT_EQ(source->live_pins(), 0);
+  EXPECT_EQ(t.share->open_entries(), 0u);
+  EXPECT_EQ(t.share->InFlightFetches(), 0u);
+}
+
+// Hand-backs carry the joiner's own segment index: requests list two segments in opposite
+// orders ([S0, S1] and [S1, S0]), so a scan by one hands the other candidates whose refine
+// must read the right segment. SQ8 with refine: sharing on answers as sharing off.
+TEST(ScanShare, HandBacksUseTheJoinersSegmentOrder) {
+  const Data data(3000, 16, 101);
+  std::vector<std::shared_ptr<InMemorySegment>> segments;
+  for (size_t s = 0; s < 2; ++s) {
+    const size_t half = data.n / 2;
+    const float* v = data.vectors.data() + s * half * data.dim;
+    Data part(half, data.dim, 0);
+    part.vectors.assign(v, v + half * data.dim);
+    part.ids.assign(data.ids.begin() + long(s * half), data.ids.begin() + long((s + 1) * half));
+    segments.push_back(
+        std::make_shared<InMemorySegment>(TrainModel(part, 8, VectorEncoding::kSq8, 8, true),
+                                          part.vectors.data(), part.ids.data(), half));
+  }
+  const size_t num = 24;
+  const auto queries = data.Queries(num, 102);
+  std::vector<absl::StatusOr<std::vector<QueryResult>>> results[2];
+  for (int shared = 0; shared < 2; ++shared) {
+    std::shared_ptr<HeldSource> sources[2] = {std::make_shared<HeldSource>(segments[0], false),
+                                              std::make_shared<HeldSource>(segments[1], false)};
+    ScanObserver observer;
+    std::shared_ptr<ScanShare> share = shared ? observer.Share() : nullptr;
+    ManualExecutor executor(2);
+    Answers answers(num);
+    for (size_t i = 0; i < num; ++i) {
+      const size_t first = i % 2;
+      IvfSearchRequest r = Request(
+          data, Slice(queries, i, 1, data.dim), 1,
+          {sources[first]->Ref(sources[first]), sources[1 - first]->Ref(sources[1 - first])}, 3);
+      r.refine_factor = 4;
+      r.share = share;
+      IvfSearch(executor, std::move(r), answers.Callback(i));
+    }
+    std::mt19937 rng(103);
+    while (!answers.AllAnswered()) {
+      executor.RunAll();
+      size_t released = 0;
+      for (auto& source : sources) released += source->Release(1 + rng() % 3, &rng);
+      ASSERT_TRUE(released > 0 || executor.queued() > 0 || answers.AllAnswered()) << "stuck";
+    }
+    executor.RunAll();
+    for (size_t i = 0; i < num; ++i) results[shared].push_back(answers.Result(i));
+    if (shared) {
+      EXPECT_GT(observer.most.load(), 1u) << "requests did not share scans";
+    }
+    for (auto& source : sources) EXPECT_EQ(source->live_pins(), 0);
+  }
+  for (size_t i = 0; i < num; ++i) {
+    ExpectSameResults(results[1][i], results[0][i], i, /*exact=*/false);
+  }
 }
 
 TEST(ScanShare, AnIoErrorFailsEveryRequestOnTheEntry) {

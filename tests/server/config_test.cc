@@ -62,6 +62,12 @@ TEST(Config, BadValuesNameTheField) {
   c = Load({"--build-memory-bytes", "1000"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("build.memory_bytes"));
+  c = Load({"--max-queries-per-scan", "4097"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              ::testing::HasSubstr("search.max_queries_per_scan"));
+  c = Load({"--max-queries-per-scan", "4096"});
+  EXPECT_TRUE(c.ok()) << c.status();
   c = Load({"--max-message-bytes", "10"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("max_message_bytes"));
