@@ -271,8 +271,11 @@ void Server::Shutdown() {
   s.raw_service.reset();
   s.service.reset();
   s.catalog.reset();  // segments close their files in the scheduler
-  s.cache.reset();
+  // The scheduler first: its destructor joins the I/O thread, which may still be unwinding the
+  // cache's completion code after the last shared-scan read answered. Pooled buffers the cache
+  // still holds keep their pool alive (a shared_ptr), so the cache can go after it.
   s.io.reset();
+  s.cache.reset();
   log->info("shutdown complete");
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/index/distance.h"
+#include "core/index/rounding_bound.h"
 #include "core/index/scan_kernels.h"
 
 namespace shoal::core {
@@ -140,12 +141,6 @@ bool AllFinite(const float* v, size_t n) {
   return nonfinite == 0;
 }
 
-// gamma(n) = n u / (1 - n u): the relative rounding bound of an n-term dot product.
-float Gamma(size_t n) {
-  const double u = std::ldexp(1.0, -24);
-  return float(double(n) * u / (1.0 - double(n) * u));
-}
-
 // Routes queries [first, first + count) through one sgemm (see the header for the bound).
 void RouteBlock(const IvfModel& model, const CentroidNorms& norms, const float* queries,
                 size_t first, size_t count, size_t nprobe, PerQueryRouter* fallback,
@@ -155,7 +150,6 @@ void RouteBlock(const IvfModel& model, const CentroidNorms& norms, const float* 
   const float* block = queries + first * dim;
   products->resize(count * nlist);
   GemmInnerProducts(block, count, model.centroids.data(), nlist, dim, products->data());
-  const float gamma = 8 * Gamma(dim + 8);
   std::vector<float> tmp;
   std::vector<uint32_t> ids;
   std::vector<Probe> probes;
@@ -170,8 +164,7 @@ void RouteBlock(const IvfModel& model, const CentroidNorms& norms, const float* 
     }
     const bool finite = std::isfinite(qn) && AllFinite(approx, nlist);
     Probe* dest = out + (first + j) * nprobe;
-    // The bound, plus an absolute term for products that underflow.
-    const float bound = gamma * (qn + norms.max) + float(dim) * std::numeric_limits<float>::min();
+    const float bound = DistanceRoundingBound(dim, qn, norms.max);  // core/index/rounding_bound.h
     if (!finite || !std::isfinite(2 * bound)) {
       fallback->Route(query, dest);
       if (stats) ++stats->fallback_queries;

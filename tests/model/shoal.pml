@@ -282,8 +282,8 @@ inline FreeEntry(e) {
    accepts holds it in a ReadyItem; nobody left: the entry closes, the pin is dropped.
    CANCELLED / DEADLINE_EXCEEDED because the issuer stopped (its token, or it left) while some
    ticket's token is fine: @mirrors SharedScan::Issue core/index/scan_share.cc again with the
-   oldest live ticket's PartitionFetch (at most kMaxReissues = 8 times: each re-issue needs its
-   issuer to stop, so never more than NREQ here). Else the entry closes and every ticket's job
+   oldest live ticket's PartitionFetch (no cap: each re-issue needs its issuer to stop, and a
+   stopped ticket is never chosen again, so at most NREQ here). Else the entry closes and every ticket's job
    gets FailShared. */
 inline Deliver(e, how, pin) {
   assert(est[e] == ES_FETCH || (est[e] == ES_HELD && eacc[e] == 0 && !ecl[e]));
