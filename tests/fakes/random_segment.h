@@ -4,6 +4,7 @@
 // Thread-safety: none needed; call it from the test's own thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -41,6 +42,34 @@ inline absl::Status WriteRandomSegment(const std::string& dir, std::mt19937& rng
     return s;
   }
   return storage::WriteSegment(storage::DefaultFileSystem(), dir, *model, *rows, assign, codes);
+}
+
+// `dim` N(0, 1) floats drawn from a generator seeded with `seed`: one query.
+inline std::vector<float> RandomQuery(uint32_t seed, uint32_t dim) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> q(dim);
+  for (float& x : q) x = normal(rng);
+  return q;
+}
+
+// The ids of the `k` rows of `rows` nearest `query` in L2, by brute force.
+inline std::vector<uint64_t> ExactTopIds(const storage::SegmentRows& rows, uint32_t dim,
+                                         const std::vector<float>& query, size_t k) {
+  std::vector<std::pair<float, uint64_t>> all;
+  for (size_t i = 0; i < rows.ids.size(); ++i) {
+    float d = 0;
+    for (uint32_t j = 0; j < dim; ++j) {
+      const float t = query[j] - rows.vectors[i * dim + j];
+      d += t * t;
+    }
+    all.push_back({d, rows.ids[i]});
+  }
+  k = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + k, all.end());
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < k; ++i) ids.push_back(all[i].second);
+  return ids;
 }
 
 }  // namespace shoal::testing

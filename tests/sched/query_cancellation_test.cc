@@ -56,12 +56,9 @@ class QueryCancellationTest : public ::testing::TestWithParam<IoBackendKind> {
 
   // Starts one single-query search that probes every partition (so its answer is exact).
   void Start(Query* q, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
     core::IvfSearchRequest r;
     r.segments.push_back(segment_->Ref(nullptr));
-    r.queries.resize(kDim);
-    for (float& x : r.queries) x = normal(rng);
+    r.queries = testing::RandomQuery(seed, kDim);
     r.num_queries = 1;
     r.dim = kDim;
     r.k = 5;
@@ -75,23 +72,7 @@ class QueryCancellationTest : public ::testing::TestWithParam<IoBackendKind> {
 
   // The exact top-5 ids for the query Start() built from `seed`.
   std::vector<uint64_t> Exact(uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
-    std::vector<float> query(kDim);
-    for (float& x : query) x = normal(rng);
-    std::vector<std::pair<float, uint64_t>> all;
-    for (size_t i = 0; i < kRows; ++i) {
-      float d = 0;
-      for (uint32_t j = 0; j < kDim; ++j) {
-        const float t = query[j] - rows_.vectors[i * kDim + j];
-        d += t * t;
-      }
-      all.push_back({d, rows_.ids[i]});
-    }
-    std::partial_sort(all.begin(), all.begin() + 5, all.end());
-    std::vector<uint64_t> ids;
-    for (int i = 0; i < 5; ++i) ids.push_back(all[i].second);
-    return ids;
+    return testing::ExactTopIds(rows_, kDim, testing::RandomQuery(seed, kDim), 5);
   }
 
   // Runs CPU tasks and releases held completions until every query has answered.

@@ -74,13 +74,7 @@ class UncachedReadsTest : public ::testing::TestWithParam<IoBackendKind> {
     absl::StatusOr<std::vector<core::QueryResult>> result = absl::UnknownError("not answered");
   };
 
-  static std::vector<float> QueryVector(uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
-    std::vector<float> q(kDim);
-    for (float& x : q) x = normal(rng);
-    return q;
-  }
+  static std::vector<float> QueryVector(uint32_t seed) { return testing::RandomQuery(seed, kDim); }
 
   // Starts one single-query search probing every partition (so its answer is exact).
   void Start(Query* q, uint32_t seed, size_t batch_partitions = 16) {
@@ -99,20 +93,7 @@ class UncachedReadsTest : public ::testing::TestWithParam<IoBackendKind> {
   }
 
   std::vector<uint64_t> Exact(uint32_t seed) const {
-    const std::vector<float> query = QueryVector(seed);
-    std::vector<std::pair<float, uint64_t>> all;
-    for (size_t i = 0; i < kRows; ++i) {
-      float d = 0;
-      for (uint32_t j = 0; j < kDim; ++j) {
-        const float t = query[j] - rows_.vectors[i * kDim + j];
-        d += t * t;
-      }
-      all.push_back({d, rows_.ids[i]});
-    }
-    std::partial_sort(all.begin(), all.begin() + 5, all.end());
-    std::vector<uint64_t> ids;
-    for (int i = 0; i < 5; ++i) ids.push_back(all[i].second);
-    return ids;
+    return testing::ExactTopIds(rows_, kDim, QueryVector(seed), 5);
   }
 
   // Delivers completions on this thread until no read is queued or in flight. CPU tasks are
