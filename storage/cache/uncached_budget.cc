@@ -1,5 +1,8 @@
 #include "storage/cache/uncached_budget.h"
 
+#include <deque>
+#include <iterator>
+
 #include "absl/status/status.h"
 
 namespace shoal::storage {
@@ -67,8 +70,10 @@ void UncachedBudget::Release(uint64_t query, uint64_t bytes, bool forced) {
   {
     absl::MutexLock lock(&mu_);
     stats_.held_bytes -= bytes;
-    auto it = held_by_query_.find(query);
-    if ((it->second -= bytes) == 0) held_by_query_.erase(it);
+    if (bytes > 0) {
+      auto it = held_by_query_.find(query);
+      if ((it->second -= bytes) == 0) held_by_query_.erase(it);
+    }
     if (forced) forced_out_ = false;
     GrantLocked(&answers);
     stats_.waiting = waiting_.size();
@@ -89,7 +94,7 @@ void UncachedBudget::GrantLocked(Answers* out) {
       ++stats_.forced;
     }
     stats_.held_bytes += bytes;
-    held_by_query_[query] += bytes;
+    if (bytes > 0) held_by_query_[query] += bytes;  // a zero-byte grant holds nothing
     ++stats_.granted;
     // A zero-byte grant still carries a token: it releases nothing, but keeps the code uniform.
     out->emplace_back(std::move(head->second.done),
@@ -98,8 +103,27 @@ void UncachedBudget::GrantLocked(Answers* out) {
   }
 }
 
+// An answer often drops its grant before it returns (a cache hit after waiting, a cancelled
+// token, a failed read), which releases bytes and grants the next waiter, whose answer does the
+// same: run inline, that chain would recurse once per waiter. So answers run from one loop per
+// thread: a Run inside an answer only queues them for the outermost Run on this thread.
 void UncachedBudget::Run(Answers answers) {
-  for (auto& [done, grant] : answers) std::move(done)(std::move(grant));
+  thread_local std::deque<std::pair<GrantDone, Grant>>* running = nullptr;
+  if (running) {
+    for (auto& answer : answers) running->push_back(std::move(answer));
+    return;
+  }
+  std::deque<std::pair<GrantDone, Grant>> queue(std::make_move_iterator(answers.begin()),
+                                                std::make_move_iterator(answers.end()));
+  running = &queue;
+  struct Reset {
+    ~Reset() { running = nullptr; }
+  } reset;
+  while (!queue.empty()) {
+    auto [done, grant] = std::move(queue.front());
+    queue.pop_front();
+    std::move(done)(std::move(grant));
+  }
 }
 
 UncachedBudgetStats UncachedBudget::stats() const {

@@ -1,6 +1,7 @@
 // UncachedBudget: the process-wide bound on partition bytes read past a full cache.
 #include "storage/cache/uncached_budget.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -94,6 +95,47 @@ TEST(UncachedBudgetTest, CancellingAQueryAnswersItsWaitingReadsAndLetsTheNextOne
   ASSERT_TRUE(other.answered);  // now the oldest waiting, holding nothing: forced
   EXPECT_TRUE(other.status.ok());
   EXPECT_EQ(budget.stats().waiting, 0u);
+}
+
+// Answers that drop their grant at once (a cache hit after waiting, a cancelled token) release
+// bytes that grant the next waiter: that chain runs in a loop on this thread, not as a recursion
+// one frame per waiter (which overflowed the stack with thousands of waiters).
+TEST(UncachedBudgetTest, AChainOfAnswersThatDropTheirGrantsRunsInALoopNotARecursion) {
+  UncachedBudget budget(10);
+  Ask first;
+  Acquire(budget, 1, 100, &first);  // the one forced read past the budget
+  ASSERT_TRUE(first.answered);
+  constexpr int kWaiters = 2000;
+  int depth = 0, deepest = 0, answered = 0;
+  for (int i = 0; i < kWaiters; ++i) {
+    budget.Acquire(2 + uint64_t(i), 100, [&](absl::StatusOr<UncachedBudget::Grant> g) {
+      deepest = std::max(deepest, ++depth);
+      ++answered;
+      g = absl::CancelledError("dropped");  // releases the grant here, inside the answer
+      --depth;
+    });
+  }
+  EXPECT_EQ(answered, 0);
+  first.grant.reset();
+  EXPECT_EQ(answered, kWaiters);
+  EXPECT_EQ(deepest, 1);
+  EXPECT_EQ(budget.stats().held_bytes, 0u);
+  EXPECT_EQ(budget.stats().waiting, 0u);
+}
+
+// A zero-byte read holds nothing: it neither blocks its query's forced read nor breaks release.
+TEST(UncachedBudgetTest, ZeroByteGrantsHoldNothing) {
+  UncachedBudget budget(10);
+  Ask a, b, c;
+  Acquire(budget, 1, 0, &a);
+  Acquire(budget, 1, 0, &b);
+  Acquire(budget, 1, 100, &c);  // past the budget: forced, since query 1 holds nothing
+  ASSERT_TRUE(a.answered && b.answered && c.answered);
+  a.grant.reset();
+  b.grant.reset();
+  c.grant.reset();
+  EXPECT_EQ(budget.stats().held_bytes, 0u);
+  EXPECT_EQ(budget.stats().forced, 1u);
 }
 
 }  // namespace
