@@ -5,6 +5,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/index/coarse_router.h"
+#include "core/index/partition_scan.h"
 
 namespace shoal::server {
 namespace {
@@ -17,9 +19,11 @@ constexpr uint64_t kHitWireBytes = 18;    // id and distance, tagged
 constexpr uint64_t kPackedHitBytes = 14;  // packed_results: a varint id and a float, both ways
 constexpr uint64_t kPointObjectBytes = 96;
 constexpr uint64_t kPointWireBytes = 16;
-// One plan entry: the query's index and its routing key of the partition (Work::queries and
-// Work::coarse_keys in core/index/ivf_search.cc), and the planner's ordering scratch.
-constexpr uint64_t kPlanEntryBytes = 2 * sizeof(uint32_t) + sizeof(float);
+// One plan entry (a query probing a partition), as core/index/ivf_search.cc holds it at once:
+// the router's Probe; Work::queries and Work::coarse_keys (a uint32 and a float, grown by
+// push_back, so up to twice that); and Work::scan's ScanQuery. 40 bytes.
+constexpr uint64_t kPlanEntryBytes =
+    sizeof(core::Probe) + 2 * (sizeof(uint32_t) + sizeof(float)) + sizeof(core::ScanQuery);
 // One refined candidate besides its raw vector: its RowRef and its (query, candidate) owner.
 constexpr uint64_t kRefineRowBytes = 40;
 
@@ -77,11 +81,12 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
       (kNeighborBytes + packed +
        (per_hit ? kHitObjectBytes + (req.include_vectors() ? vector_bytes : 0) : 0));
   const uint64_t total = queries + candidates + tables + plan + refine_bytes + response;
-  if (auto s = CheckRequest(total, limits,
-                            absl::StrCat(nq, " queries x ", per_query, " candidates: ",
-                                         MiB(candidates), " of candidates, ", MiB(tables),
-                                         " of query tables, ", MiB(plan), " of plan, ", MiB(refine),
-                                         " of refine vectors, ", MiB(response), " of response"));
+  if (auto s =
+          CheckRequest(total, limits,
+                       absl::StrCat(nq, " queries x ", per_query, " candidates: ", MiB(candidates),
+                                    " of candidates, ", MiB(tables), " of query tables, ",
+                                    MiB(plan), " of plan, ", MiB(refine_bytes),
+                                    " of refine vectors, ", MiB(response), " of response"));
       !s.ok()) {
     return s;
   }

@@ -93,14 +93,14 @@ TEST(RequestLimits, PqTablesCountPerQueryAndSegment) {
 }
 
 TEST(RequestLimits, EveryPlanEntryIsPricedWithItsRoutingKey) {
-  // Per (query, probed partition): the query's index, its coarse key (a float) and the
-  // planner's scratch: 12 bytes, not 8.
+  // Per (query, probed partition): the router's Probe (8), the query's index and coarse key
+  // grown by push_back (up to 2 x 8) and its ScanQuery (16): 40 bytes.
   SearchShape few = FlatShape(16), many = FlatShape(16);
   few.plan_entries_per_query = 16;
   many.plan_entries_per_query = 16 + 1000;
   const uint64_t a = *SearchCost(SearchOf(10, 16, 10), few, RequestLimits{});
   const uint64_t b = *SearchCost(SearchOf(10, 16, 10), many, RequestLimits{});
-  EXPECT_EQ(b - a, 10u * 1000 * (2 * sizeof(uint32_t) + sizeof(float)));
+  EXPECT_EQ(b - a, 10u * 1000 * 40);
 }
 
 TEST(RequestLimits, RefinesRawVectorsArePricedAndCanRefuseTheRequest) {
@@ -109,7 +109,8 @@ TEST(RequestLimits, RefinesRawVectorsArePricedAndCanRefuseTheRequest) {
   const v1::SearchRequest req = SearchOf(100, 1024, 100, 10);
   auto cost = SearchCost(req, sq8, RequestLimits{});
   EXPECT_EQ(cost.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("refine vectors"));
+  // The message names the refine bytes (100 x 100 x 10 rows of 4096 + 40 bytes), not the factor.
+  EXPECT_THAT(std::string(cost.status().message()), HasSubstr("394.4 MiB of refine vectors"));
   // Within the limit, the estimate holds at least the raw vectors.
   const v1::SearchRequest small = SearchOf(4, 1024, 10, 10);
   auto priced = SearchCost(small, sq8, RequestLimits{});
