@@ -32,8 +32,10 @@ void NormalizeInPlace(float* v, size_t dim) {
   double sum = 0;
   for (size_t i = 0; i < dim; ++i) sum += double(v[i]) * v[i];
   if (sum <= 0) return;
-  const float inv = float(1.0 / std::sqrt(sum));
-  for (size_t i = 0; i < dim; ++i) v[i] *= inv;
+  // In double: 1 / |v| overflows float for a tiny |v| (1e-39 -> inf, then inf * 0 = NaN),
+  // while every v[i] / |v| is in [-1, 1].
+  const double inv = 1.0 / std::sqrt(sum);
+  for (size_t i = 0; i < dim; ++i) v[i] = float(double(v[i]) * inv);
 }
 
 }  // namespace shoal::core

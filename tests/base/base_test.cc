@@ -39,6 +39,19 @@ TEST(Metric, NormalizeMakesUnitLengthAndLeavesZeroAlone) {
   EXPECT_EQ(z[0], 0.0f);
 }
 
+// A tiny but finite vector (accepted by validation) normalises to a unit vector: in float,
+// 1 / |v| overflowed to inf and 0 * inf made the other components NaN.
+TEST(Metric, NormalizeKeepsATinyVectorFinite) {
+  float v[4] = {1e-39f, 0, 0, 0};
+  NormalizeInPlace(v, 4);
+  EXPECT_FLOAT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], 0.0f);
+  float w[2] = {-1e-45f, 1e-45f};  // the smallest subnormals
+  NormalizeInPlace(w, 2);
+  EXPECT_FLOAT_EQ(w[0], -std::sqrt(0.5f));
+  EXPECT_FLOAT_EQ(w[1], std::sqrt(0.5f));
+}
+
 TEST(CancelToken, ReportsCancellationAndDeadline) {
   CancelToken forever;
   EXPECT_TRUE(forever.Check().ok());
