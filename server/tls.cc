@@ -41,6 +41,26 @@ std::unique_ptr<BIO, BioFree> MemoryBio(const std::string& pem) {
   return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(pem.data(), int(pem.size())));
 }
 
+// Every certificate after the first in `bio` onto `chain`. False if the PEM does not end cleanly
+// (a block that does not parse: a file caught halfway through a write, a missing intermediate).
+bool ReadRestOfChain(BIO* bio, STACK_OF(X509) * chain) {
+  ERR_clear_error();
+  while (X509* next = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    if (chain) {
+      sk_X509_push(chain, next);
+    } else {
+      X509_free(next);
+    }
+  }
+  const unsigned long end = ERR_peek_last_error();
+  ERR_clear_error();
+  return ERR_GET_LIB(end) == ERR_LIB_PEM && ERR_GET_REASON(end) == PEM_R_NO_START_LINE;
+}
+
+// An encrypted key must fail to load, never prompt for a passphrase on the terminal (OpenSSL's
+// default when no callback is given), which would block start-up or a reload.
+int NoPassphrase(char* /*buf*/, int /*size*/, int /*rwflag*/, void* /*u*/) { return 0; }
+
 std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
 
 // A new memfd holding `text`, its mtime `mtime` seconds (gRPC's provider compares them).
@@ -177,12 +197,12 @@ absl::StatusOr<std::shared_ptr<const TlsCertificates::Identity>> TlsCertificates
         absl::StrCat("server.tls_cert: '", cert_path_, "' holds no PEM certificate"));
   }
   identity->chain.reset(sk_X509_new_null());
-  while (X509* next = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr)) {
-    sk_X509_push(identity->chain.get(), next);
+  if (!ReadRestOfChain(cert_bio.get(), identity->chain.get())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server.tls_cert: '", cert_path_, "' has a certificate that does not parse (truncated?)"));
   }
-  ERR_clear_error();  // the end of the chain is a "no start line" error
   identity->key.reset(
-      PEM_read_bio_PrivateKey(MemoryBio(files.key).get(), nullptr, nullptr, nullptr));
+      PEM_read_bio_PrivateKey(MemoryBio(files.key).get(), nullptr, NoPassphrase, nullptr));
   if (!identity->key) {
     return absl::InvalidArgumentError(absl::StrCat(
         "server.tls_key: '", key_path_, "' holds no PEM private key (or it is encrypted)"));
@@ -192,11 +212,16 @@ absl::StatusOr<std::shared_ptr<const TlsCertificates::Identity>> TlsCertificates
         "server.tls_key: the key does not belong to server.tls_cert's certificate");
   }
   if (mutual_) {
+    auto ca_bio = MemoryBio(files.ca);
     std::unique_ptr<X509, X509Free> first(
-        PEM_read_bio_X509(MemoryBio(files.ca).get(), nullptr, nullptr, nullptr));
+        PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr));
     if (!first) {
       return absl::InvalidArgumentError(
           absl::StrCat("server.tls_client_ca: '", ca_path_, "' holds no PEM certificate"));
+    }
+    if (!ReadRestOfChain(ca_bio.get(), nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat("server.tls_client_ca: '", ca_path_,
+                                                     "' has a certificate that does not parse"));
     }
   }
   ERR_clear_error();

@@ -225,6 +225,16 @@ class TlsReloadTest : public TlsTest {
     auto res = https.Get("/readyz");
     return res && res->status == 200;
   }
+  // The old pair keeps serving for longer than gRPC's provider takes to pick up a file (1 s):
+  // a pair that reached it would refuse these clients within that time.
+  static bool KeepsServing(const std::string& addr, const std::string& ca) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+    while (std::chrono::steady_clock::now() < until) {
+      if (!List(addr, TlsOptions{.ca_file = ca}).ok()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    return true;
+  }
   Pki live_{dir_.Sub("live")};
 };
 
@@ -268,10 +278,20 @@ TEST_F(TlsReloadTest, BrokenRenewalKeepsTheOldPairServing) {
   ASSERT_TRUE(Eventually(
       [&] { return server->log().find("TLS: keeping the old certificate") != std::string::npos; }));
   EXPECT_THAT(server->log(), HasSubstr("server.tls_key: the key does not belong"));
-  EXPECT_TRUE(List(server->addr(), TlsOptions{.ca_file = pki_.ca()}).ok());
+  EXPECT_TRUE(KeepsServing(server->addr(), pki_.ca()));
   EXPECT_EQ(List(server->addr(), TlsOptions{.ca_file = other_.ca()}).code(),
             absl::StatusCode::kUnavailable);
   EXPECT_TRUE(HttpsReady(server->http_port(), pki_.ca()));
+  // A certificate file caught halfway through a write: the right certificate (its key matches),
+  // then half of another block. It must be refused, not served without the rest of its chain.
+  const std::string ca_pem = testing::ReadWholeFile(pki_.ca());
+  std::ofstream(live_.server_cert() + ".tmp")
+      << testing::ReadWholeFile(pki_.server_cert()) << ca_pem.substr(0, ca_pem.size() / 2);
+  ASSERT_EQ(std::rename((live_.server_cert() + ".tmp").c_str(), live_.server_cert().c_str()), 0);
+  ASSERT_TRUE(Eventually([&] {
+    return server->log().find("does not parse (truncated?)") != std::string::npos;
+  })) << server->log();
+  EXPECT_TRUE(KeepsServing(server->addr(), pki_.ca()));
   // A key file gone missing (halfway through a copy), on SIGHUP: likewise.
   std::remove(live_.server_key().c_str());
   ASSERT_EQ(kill(server->pid(), SIGHUP), 0);
