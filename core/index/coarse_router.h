@@ -8,13 +8,16 @@
 //
 // A batch of at least MinQueriesForRouterGemm(dim) queries is scored with one BLAS
 // sgemm per block of queries instead: key ~ |q|^2 + |c|^2 - 2<q, c> (L2) or -<q, c>. Those
-// approximate keys only shortlist. Both they and the kernels' keys are within a rounding bound
-// B = 8 * gamma(dim + 8) * (|q|^2 + max |c|^2) of the true distance (gamma(n) = n u / (1 - n u),
-// u = 2^-24, the standard bound for a dot product in any summation order, doubled for safety),
-// so every partition whose approximate key is within 2B of the nprobe-th smallest approximate
-// key is re-scored with the SIMD kernel, and the nprobe best of those by (exact key, id) are
-// the per-query path's answer. Near-ties at the cut are re-scored, never guessed. A query
-// whose approximate keys are not finite (overflow) takes the per-query path.
+// approximate keys only shortlist. Both they and the kernels' keys are within
+// b = 4 * gamma(dim + 8) * (|q|^2 + max |c|^2) of the true distance (gamma(n) = n u / (1 - n u),
+// u = 2^-24; core/index/rounding_bound.h), so an approximate and an exact key of one partition
+// differ by at most B = 2b (DistanceRoundingBound). A partition in the exact top nprobe has an
+// approximate key within B of its exact key, which is at most the nprobe-th exact key, itself
+// within B of the nprobe-th approximate key: so every partition whose approximate key is within
+// 2B of the nprobe-th smallest approximate key is re-scored with the SIMD kernel, and the nprobe
+// best of those by (exact key, id) are the per-query path's answer. Near-ties at the cut are
+// re-scored, never guessed. A query whose approximate keys are not finite (overflow) takes the
+// per-query path.
 //
 // Memory: the sgemm block is at most options.max_scratch_floats floats (4 MiB by default, the
 // engine's per-thread scratch bound); the answer is nq * min(nprobe, nlist) Probes.

@@ -39,8 +39,12 @@ CentroidNormCache& CentroidNormCache::operator=(const CentroidNormCache&) noexce
 
 std::shared_ptr<const CentroidNorms> CentroidNormCache::Get(const float* centroids, size_t nlist,
                                                             size_t dim) const {
-  absl::MutexLock lock(&mu_);
-  if (norms_ && norms_->norms.size() == nlist) return norms_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (norms_ && norms_->norms.size() == nlist) return norms_;
+  }
+  // Computed without the lock, so other arena threads routing this model never wait behind it
+  // (I-1); threads that race here compute the same norms and the first to publish wins.
   auto fresh = std::make_shared<CentroidNorms>();
   fresh->norms.resize(nlist);
   for (size_t p = 0; p < nlist; ++p) {
@@ -48,7 +52,8 @@ std::shared_ptr<const CentroidNorms> CentroidNormCache::Get(const float* centroi
     fresh->norms[p] = InnerProduct(c, c, dim);
     fresh->max = std::max(fresh->max, fresh->norms[p]);
   }
-  norms_ = std::move(fresh);
+  absl::MutexLock lock(&mu_);
+  if (!norms_ || norms_->norms.size() != nlist) norms_ = std::move(fresh);
   return norms_;
 }
 
