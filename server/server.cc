@@ -228,6 +228,7 @@ void Server::Shutdown() {
   if (s.stopping.exchange(true)) return;
   auto log = core::Logger("server");
   s.ready.store(false);
+  bool reads_outstanding = false;
   if (s.grpc_server) {
     log->info("shutting down: draining in-flight requests (up to {}s)",
               config_.shutdown_grace_seconds);
@@ -255,8 +256,11 @@ void Server::Shutdown() {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (s.service->scan_fetches_in_flight() > 0) {
-      log->error("{} shared-scan read(s) still in flight after 30s",
-                 s.service->scan_fetches_in_flight());
+      log->error(
+          "{} shared-scan read(s) still in flight after 30s: leaving the I/O scheduler "
+          "and the cache allocated for them",
+          s.service->scan_fetches_in_flight());
+      reads_outstanding = true;
     }
   }
   if (s.cpu) s.cpu->WaitIdle();
@@ -274,6 +278,12 @@ void Server::Shutdown() {
   // The scheduler first: its destructor joins the I/O thread, which may still be unwinding the
   // cache's completion code after the last shared-scan read answered. Pooled buffers the cache
   // still holds keep their pool alive (a shared_ptr), so the cache can go after it.
+  if (reads_outstanding) {
+    // A read still at the disk calls into both when it answers: leak them rather than free
+    // memory a late completion would use (the process is exiting anyway).
+    static_cast<void>(s.io.release());
+    static_cast<void>(s.cache.release());
+  }
   s.io.reset();
   s.cache.reset();
   log->info("shutdown complete");
