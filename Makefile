@@ -25,6 +25,8 @@ help:
 	@echo "make python     the Python SDK (package shoal) into build/python (PYTHONPATH=build/python)"
 	@echo "make model-check  spin: exhaustive check of the query/I/O/arena protocol (tests/model)"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 20) each"
+	@echo "make test-tsan-seeded  seeded races (core/base/seeded_bug.h) that the tsan build must report"
+	@echo "make test-asan-seeded  the same for a seeded use-after-free and the asan build"
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
 	@echo "make crash-soak kill -9 shoald CRASH_CYCLES times (default 500) at failpoints and at random"
@@ -68,6 +70,7 @@ run: build
 
 test: deps
 	@for p in $(PRESETS_TESTED); do $(MAKE) --no-print-directory test-$$p || exit 1; done
+	@$(MAKE) --no-print-directory test-asan-seeded test-tsan-seeded
 
 # The protocol's model (tests/model/README.md): must pass; its seeded bugs must fail.
 model-check: deps
@@ -89,12 +92,24 @@ test-asan: deps
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
 
-# gRPC, protobuf and TBB from Debian are not built with TSan, so their internal
-# synchronisation is invisible to it; the suppressions file names those libraries only.
+# gRPC, protobuf, abseil, TBB and OpenSSL from Debian are not built with TSan: tools/tsan.supp
+# silences their own libc calls and names single third-party functions, never a library or a
+# header (tools/check-tsan-supp.sh refuses entries that could hide a race in Shoal's code).
 test-tsan: deps
+	tools/check-tsan-supp.sh
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
 	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
+
+# Seeded bugs (core/base/seeded_bug.h) in the existing sanitizer builds: each must be reported.
+.PHONY: test-tsan-seeded test-asan-seeded
+test-tsan-seeded: deps
+	$(call build_preset,tsan)
+	tools/run-seeded.sh tsan build/tsan
+
+test-asan-seeded: deps
+	$(call build_preset,asan)
+	tools/run-seeded.sh asan build/asan
 
 # libFuzzer targets (clang, ASan+UBSan, -Wthread-safety) over the on-disk decoders, the dataset
 # readers, RPC validation and the whole service in-process (service_fuzz). Corpora live in

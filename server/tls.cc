@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
+#include "core/base/seeded_bug.h"
 
 namespace shoal::server {
 namespace {
@@ -240,7 +241,7 @@ absl::Status TlsCertificates::Publish(const Files& files,
   if (s.ok() && mutual_) s = ReplaceFile(&ca_fd_, "shoal-tls-client-ca", files.ca, generation_);
   if (!s.ok()) return s;
   files_ = std::make_unique<Files>(files);
-  absl::MutexLock l(&identity_mu_);
+  core::SeedableMutexLock l(&identity_mu_, "tls.publish_unlocked");
   identity_ = std::move(identity);
   return absl::OkStatus();
 }

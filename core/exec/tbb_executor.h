@@ -5,7 +5,8 @@
 // (I-2), and with InArenaTask() true so blocking helpers refuse to wait there (I-1). A task
 // that throws is logged and abandoned; the executor and its other tasks go on (an exception
 // leaving a TBB enqueued task would end the process). The destructor waits, outside the
-// arena, for every submitted task to finish.
+// arena, for every submitted task to finish. ThreadSanitizer builds run the same contract on
+// plain threads instead of TBB, whose hand-offs TSan cannot see (tbb_executor.cc says why).
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once

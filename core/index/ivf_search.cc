@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/seeded_bug.h"
 #include "core/index/coarse_router.h"
 #include "core/index/distance.h"
 #include "core/index/fastscan_model.h"
@@ -377,13 +378,17 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   // ScanMember: another request's scan task scored work item `work`'s queries: merge, as if
   // scanned here.
   void OnHandBack(size_t work, HandBack results) override {
+    const CandidateTopK* topk = results.topk.data();
+    // Seeded bug (core/base/seeded_bug.h, ASan): the candidates are freed before the merge.
+    if (SHOAL_SEEDED_BUG("ivf_search.hand_back_after_free"))
+      std::vector<CandidateTopK>().swap(results.topk);
     bool progress;
     {
       absl::MutexLock lock(&mu_);
       TicketAnsweredLocked(work);
       const Work& w = work_[work];
       for (size_t j = 0; j < w.queries.size(); ++j) {
-        candidates_[w.queries[j]].Merge(results.topk[j]);
+        candidates_[w.queries[j]].Merge(topk[j]);
         AddStats(results.stats, &stats_[w.queries[j]]);
       }
       pinned_bytes_ -= w.bytes;

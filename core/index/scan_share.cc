@@ -4,18 +4,20 @@
 #include <optional>
 #include <utility>
 
+#include "core/base/seeded_bug.h"
+
 namespace shoal::core {
 
 ScanShare::Registration ScanShare::Register(const ScanKey& key,
                                             std::shared_ptr<PartitionSource> source,
                                             Ticket ticket) {
-  absl::MutexLock lock(&mu_);
+  SeedableMutexLock lock(&mu_, "scan_share.register_unlocked");
   const size_t n = ticket.num_queries;
   if (options_.share_scans) {
     auto it = open_.find(key);
     if (it != open_.end()) {
       SharedScan& e = *it->second;
-      e.share_->mu_.AssertHeld();
+      e.AssertGuardHeld();
       if (!e.closed_ && e.oldest_seq_ <= ticket.query_seq &&
           e.queries_ + n <= options_.max_queries_per_scan) {
         e.queries_ += n;
@@ -25,7 +27,7 @@ ScanShare::Registration ScanShare::Register(const ScanKey& key,
     }
   }
   auto entry = std::make_shared<SharedScan>(shared_from_this(), key, std::move(source));
-  entry->share_->mu_.AssertHeld();
+  entry->AssertGuardHeld();
   entry->queries_ = n;
   entry->oldest_seq_ = ticket.query_seq;
   entry->issuer_ = ticket.fetch;
@@ -36,7 +38,7 @@ ScanShare::Registration ScanShare::Register(const ScanKey& key,
 
 std::vector<Ticket> ScanShare::Close(const std::shared_ptr<SharedScan>& entry) {
   absl::MutexLock lock(&mu_);
-  entry->share_->mu_.AssertHeld();
+  entry->AssertGuardHeld();
   entry->closed_ = true;
   EraseLocked(entry.get());
   return std::exchange(entry->tickets_, {});
@@ -45,7 +47,7 @@ std::vector<Ticket> ScanShare::Close(const std::shared_ptr<SharedScan>& entry) {
 bool ScanShare::Leave(const std::shared_ptr<SharedScan>& entry, const ScanMember* job,
                       size_t work) {
   absl::MutexLock lock(&mu_);
-  entry->share_->mu_.AssertHeld();
+  entry->AssertGuardHeld();
   if (entry->closed_) return false;
   std::vector<Ticket>& tickets = entry->tickets_;
   auto it = std::find_if(tickets.begin(), tickets.end(),
@@ -66,7 +68,7 @@ size_t ScanShare::MaxOpenTicketsPerQuery() const {
   absl::flat_hash_map<uint64_t, size_t> per_query;
   size_t most = 0;
   for (const auto& [key, entry] : open_) {
-    entry->share_->mu_.AssertHeld();
+    entry->AssertGuardHeld();
     for (const Ticket& t : entry->tickets_) most = std::max(most, ++per_query[t.query_seq]);
   }
   return most;
@@ -85,6 +87,10 @@ void SharedScan::Issue(const PartitionFetch& fetch) {
     self->Deliver(std::move(data));
     self->share_->in_flight_fetches_.fetch_sub(1, std::memory_order_acq_rel);
   });
+}
+
+void SharedScan::AssertGuardHeld() const {
+  if (!SHOAL_SEEDED_BUG("scan_share.register_unlocked")) share_->mu_.AssertHeld();
 }
 
 bool SharedScan::IssuerStoppedLocked() const {

@@ -167,6 +167,11 @@ class SharedScan : public std::enable_shared_from_this<SharedScan> {
  private:
   friend class ScanShare;
 
+  // REQUIRES: share_->mu_ held (checked at run time). Tells the thread-safety analysis what it
+  // cannot see, that share_->mu_ is the mutex a ScanShare method locked. Not checked while the
+  // seeded bug that skips Register's lock is on (core/base/seeded_bug.h): it is there for TSan.
+  void AssertGuardHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(share_->mu_);
+
   // REQUIRES: share_->mu_ held. Whether the ticket that issued the fetch stopped.
   bool IssuerStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(share_->mu_);
 

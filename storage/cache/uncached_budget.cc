@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "absl/status/status.h"
+#include "core/base/seeded_bug.h"
 
 namespace shoal::storage {
 
@@ -35,7 +36,7 @@ UncachedBudget::~UncachedBudget() {
 void UncachedBudget::Acquire(uint64_t query, uint64_t bytes, GrantDone done) {
   Answers answers;
   {
-    absl::MutexLock lock(&mu_);
+    core::SeedableMutexLock lock(&mu_, "uncached_budget.acquire_unlocked");
     const std::pair<uint64_t, uint64_t> key(query, next_arrival_++);
     waiting_.emplace(key, Waiter{bytes, std::move(done)});
     GrantLocked(&answers);

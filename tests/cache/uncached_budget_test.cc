@@ -2,9 +2,13 @@
 #include "storage/cache/uncached_budget.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/watchdog.h"
 
 namespace shoal::storage {
 namespace {
@@ -136,6 +140,44 @@ TEST(UncachedBudgetTest, ZeroByteGrantsHoldNothing) {
   c.grant.reset();
   EXPECT_EQ(budget.stats().held_bytes, 0u);
   EXPECT_EQ(budget.stats().forced, 1u);
+}
+
+// Threads acquire and drop reads at once, each answer possibly delivered on another thread (the
+// one whose drop granted it): every read is answered, and at most one over-budget read is out.
+TEST(UncachedBudgetTest, ConcurrentAcquiresAndReleasesAllAnswerWithinTheBudget) {
+  testing::Watchdog watchdog(std::chrono::seconds(120), "concurrent UncachedBudget");
+  constexpr uint64_t kBudget = 1000, kMaxRead = 400;
+  constexpr int kThreads = 4, kReadsPerThread = 300;
+  UncachedBudget budget(kBudget);
+  std::atomic<uint64_t> next_query{1};
+  std::atomic<int> answered{0}, over{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kReadsPerThread; ++i) {
+        const uint64_t bytes = 1 + (uint64_t(t) * 131 + uint64_t(i) * 71) % kMaxRead;
+        absl::Notification done;
+        UncachedBudget::Grant grant;
+        budget.Acquire(next_query.fetch_add(1), bytes,
+                       [&](absl::StatusOr<UncachedBudget::Grant> g) {
+                         if (g.ok()) grant = *std::move(g);
+                         done.Notify();
+                       });
+        done.WaitForNotification();  // a test thread, not an arena task: it may wait
+        ASSERT_NE(grant, nullptr);
+        ++answered;
+        if (budget.stats().held_bytes > kBudget + kMaxRead) ++over;
+        grant.reset();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(answered.load(), kThreads * kReadsPerThread);
+  EXPECT_EQ(over.load(), 0) << "more than one read past the budget at once";
+  const UncachedBudgetStats stats = budget.stats();
+  EXPECT_EQ(stats.held_bytes, 0u);
+  EXPECT_EQ(stats.waiting, 0u);
+  EXPECT_EQ(stats.granted, uint64_t(kThreads * kReadsPerThread));
 }
 
 }  // namespace
