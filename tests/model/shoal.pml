@@ -7,8 +7,12 @@
  *
  * Build switches (cpp, via spin -D...):
  *   CFG=n                   configuration (config.pml)
- *   DEADLINES=0|1           deadline expiry and cancellation events (safety runs)
- *   IOERR=0|1               reads may fail with an I/O error (safety runs)
+ *   DEADLINES=0|1           deadline expiry and cancellation events
+ *   IOERR=0|1               reads may fail with an I/O error
+ *   QUIESCE                 (with DEADLINES=1, liveness runs) the Canceller may stop for good
+ *                           at any point: under weak fairness a Canceller that could still act
+ *                           must act, so without this a liveness run would only check the runs
+ *                           in which every request is cancelled and expired
  *   SHARE=0|1               search.share_scans (config.pml picks the default; 0: every entry
  *                           has exactly one ticket and there is no map)
  *   MAXQ=n                  search.max_queries_per_scan (config.pml; default NREQ: no cap)
@@ -17,6 +21,11 @@
  *   SEEDED_NO_OVERBUDGET    IoPolicy::Dispatch without the oldest query's over-budget read
  *   SEEDED_WAIT_IN_TASK     the seed's wait written inside a task's d_step: spin must report
  *                           "block in d_step" (the check behind "no arena task ever waits")
+ *   SEEDED_REISSUE_STALE    SharedScan::Deliver re-issues without taking the live ticket's
+ *                           PartitionFetch (issuer_ stays the stopped one): a re-issue that does
+ *                           not consume a stopped issuer (in the code, a Deliver/Issue loop)
+ *   SEEDED_REISSUE_CAP=n    Deliver's old cap (before 5d7e6a9): at most n re-issues per entry,
+ *                           then every ticket fails, a live one too
  */
 
 /* cache entry states (used by config.pml's Setup) */
@@ -37,6 +46,9 @@
 #endif
 #ifndef MAXQ
 #define MAXQ NREQ
+#endif
+#ifndef NSTOP
+#define NSTOP NREQ           /* requests 0 .. NSTOP-1 may expire or be cancelled (config.pml) */
 #endif
 
 #define NI 3                 /* work items per request, at most */
@@ -106,6 +118,10 @@ bool batch2_seen, tasks2_seen, expired_seen, cancelq_seen;
 bool failed_retry_seen;      /* a request that already failed re-fetches (see README) */
 bool join_seen, younger_seen, cap_seen, handback_seen, leave_seen, reissue_seen, passon_seen;
 bool refuse_seen, nobody_seen, failshared_seen;
+bool reissue2_seen;          /* one entry's fetch re-issued twice (two stopped issuers) */
+/* ghost for the re-issue argument (SharedScan::Deliver has no cap): the issuers each entry's
+   re-issues consumed (bit = ticket) */
+short reiss[NRI];
 
 /* ---- TbbExecutor arena queue ---- */
 #define T_ROUTE 0
@@ -273,7 +289,7 @@ inline FreeEntry(e) {
   :: emap[plan[e]] == e + 1 -> emap[plan[e]] = 0
   :: else -> skip
   fi;
-  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0; eq[e] = 0
+  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0; eq[e] = 0; reiss[e] = 0
 }
 
 /* @mirrors SharedScan::Deliver core/index/scan_share.cc (the fetch's callback; I/O thread or
@@ -343,12 +359,32 @@ inline Deliver(e, how, pin) {
         zt++
      :: else -> break
      od;
+     zc = 0;   /* re-issues of this entry so far (= issuers consumed) */
+     zt = 0;
+     do
+     :: zt < NRI -> zc = zc + ((reiss[e] & (1 << zt)) != 0 -> 1 : 0); zt++
+     :: else -> break
+     od;
      if
      :: how == E_RANS_STOP && zl != NONE &&
+#ifdef SEEDED_REISSUE_CAP
+        zc < SEEDED_REISSUE_CAP &&   /* the old kMaxReissues */
+#endif
         (TOKEN_BAD(ftk[e] / NI) || (etk[e] & (1 << ftk[e])) == 0) ->   /* IssuerStoppedLocked */
         printf("MSC: P%d's fetch stopped: issued again for r%d\n", plan[e], zl / NI);
         reissue_seen = reissue_seen || ftk[e] != zl;
+        /* The argument for no cap: every re-issue consumes a stopped issuer that no re-issue of
+           this entry consumed before (a stopped ticket never becomes live again), so an entry
+           re-issues at most (tickets ever registered - 1) times: re-issues <= stopped issuers. */
+        assert((reiss[e] & (1 << ftk[e])) == 0);
+        reiss[e] = reiss[e] | (1 << ftk[e]);
+        assert(zl != ftk[e] && (reiss[e] & (1 << zl)) == 0);
+        zc++;
+        assert(zc < eq[e]);   /* at most one per ticket ever registered, the live one excluded */
+        reissue2_seen = reissue2_seen || zc >= 2;
+#ifndef SEEDED_REISSUE_STALE
         ftk[e] = zl;
+#endif
         wl_push(E_REFETCH * 32 + e)
      :: else ->
         printf("MSC: P%d's fetch fails: every ticket fails\n", plan[e]);
@@ -362,6 +398,10 @@ inline Deliver(e, how, pin) {
            od;
            /* @mirrors IvfSearchJob::FailShared core/index/ivf_search.cc */
            failshared_seen = failshared_seen || etk[e] != (1 << zt);
+           /* another request's stop never fails a live ticket: a fetch that answers
+              CANCELLED / DEADLINE_EXCEEDED fails only tickets whose own token stopped (a live
+              one gets a re-issue); only an I/O error fails a ticket whose token is fine */
+           assert(how == E_RANS_IOERR || TOKEN_BAD(zt / NI));
            TicketDone(zt, e);
            FailLocked(zt / NI);
            ProgressOwed(zt / NI)
@@ -369,7 +409,7 @@ inline Deliver(e, how, pin) {
         FreeEntry(e)
      fi
   fi;
-  zt = 0; zl = 0; zacc = 0
+  zt = 0; zl = 0; zacc = 0; zc = 0
 }
 
 /* @mirrors ScanShare::Register core/index/scan_share.cc
@@ -1247,8 +1287,11 @@ active proctype Canceller() {
   byte r, c;
 end_cancel:
   do
+#if QUIESCE
+  :: break   /* liveness runs: no more deadlines or cancellations from here on (any point) */
+#endif
   :: d_step {
-       r < NREQ && !expired[r] ->
+       r < NSTOP && !expired[r] ->
        expired[r] = 1;   /* Check() now fails; queued reads expire at the next Dispatch */
        printf("MSC: r%d's deadline passes\n", r);
        r++
@@ -1256,8 +1299,10 @@ end_cancel:
   :: atomic {
      if   /* which request's token is cancelled */
      :: !cancelled[0] -> c = 0
+#if NSTOP > 1
      :: !cancelled[1] -> c = 1
-#if NREQ > 2
+#endif
+#if NSTOP > 2
      :: !cancelled[2] -> c = 2
 #endif
      fi;
