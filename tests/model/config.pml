@@ -10,6 +10,8 @@
  *   SHARE    search.share_scans (default 0 in 1-6: run.sh also runs some with -DSHARE=1)
  *   MAXQ     search.max_queries_per_scan (default NREQ: no cap)
  *   NSTOP    requests 0 .. NSTOP-1 may expire or be cancelled (default NREQ: every one)
+ *   UB       cache.uncached_bytes, the UncachedBudget (default 1: smaller than the partitions
+ *            of size 2 and 3, so an uncached read of one only goes through the over-budget grant)
  *
  * Configurations 1-6 have a partition larger than IOB (only the oldest query's over-budget
  * read can fetch it), a partition probed by two requests, and a partition already cached.
@@ -216,6 +218,10 @@ inline Setup() {
   plan[3] = 0; nplan[1] = 1;
   plan[6] = 0; nplan[2] = 1
 }
+#endif
+
+#ifndef UB
+#define UB 1                 /* cache.uncached_bytes: smaller than some partitions */
 #endif
 
 #define MAXT SLOTS

@@ -7,8 +7,8 @@
 #     stop at any point, -DQUIESCE) where the state space fits (README: which, and why not)
 #   (configurations 1-6 with search.share_scans off, 1-2 also on, 7-8 built for shared scans,
 #   9 for repeated re-issues of one entry's fetch)
-#   seeded bugs (a task that waits; no over-budget read; a re-issue that consumes no stopped
-#   issuer; the old re-issue cap)                                      must fail, for their reason
+#   seeded bugs (a task that waits; no over-budget read; no over-budget uncached grant; a
+#   re-issue that consumes no stopped issuer; the old re-issue cap)    must fail, for their reason
 #   coverage: each interesting path is reachable (assert !reached)     must fail
 #
 # Exits non-zero if any run does otherwise. Prints one line per run (states, depth, memory,
@@ -118,6 +118,8 @@ echo "== seeded bugs: must fail"
 verify "seeded-blocking-task-cfg1" invalid-end safety -DCFG=1 -DDEADLINES=0 -DSEEDED_BLOCKING_TASK
 verify "seeded-no-overbudget-cfg1" acceptance liveness -DCFG=1 -DDEADLINES=0 -DSEEDED_NO_OVERBUDGET
 verify "seeded-wait-in-task-cfg1" d_step-blocks safety -DCFG=1 -DDEADLINES=0 -DSEEDED_WAIT_IN_TASK
+# UncachedBudget without the oldest query's grant past the budget (P1 > cache.uncached_bytes)
+verify "seeded-no-uncached-forced-cfg2" acceptance liveness -DCFG=2 -DDEADLINES=0 -DSEEDED_NO_UNCACHED_FORCED
 # the re-issue argument, on the new liveness run: a re-issue that keeps the stopped issuer's
 # fetch (consumes no stopped issuer: a Deliver/Issue loop in the code), and the cap 5d7e6a9
 # removed (a live request fails)
@@ -126,7 +128,7 @@ verify "seeded-reissue-cap1-cfg9" assertion liveness -DCFG=9 -DDEADLINES=1 -DIOE
 echo "== coverage: each path is reached (assert !reached must fail)"
 MODEL_TRAILS=0
 for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen \
-  hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen; do
+  hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen uwait_seen uforced_seen; do
   cfg=2
   case $cover in
     forced_seen | attach_seen | evicted_seen) cfg=1 ;;
