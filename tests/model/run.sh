@@ -105,9 +105,9 @@ for c in 7 8; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOER
 echo "== real model, repeated re-issues (cfg9): safety"
 verify "safety-cfg9" pass safety -DCFG=9 -DDEADLINES=1 -DIOERR=1
 echo "== real model: liveness (every request answers, weak fairness), I/O errors on"
-for c in 1 2 3 4 5 6; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0 -DIOERR=1; done
-for c in 1 2; do verify "liveness-cfg$c-share" pass liveness -DCFG=$c -DDEADLINES=0 -DIOERR=1 -DSHARE=1; done
-for c in 7 8 9; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0 -DIOERR=1; done
+# only where the run with deadlines below does not cover it: with -DQUIESCE the Canceller may
+# stop before doing anything, so a deadlines run includes every behaviour of the run without
+for c in 3 4 5 7; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0 -DIOERR=1; done
 echo "== real model: liveness with deadlines and cancellation (they may stop at any point)"
 # every request is still answered (a stopped one with CANCELLED / DEADLINE_EXCEEDED); 3, 4 and
 # 5 do not fit the time (README); 7 without I/O errors (1.3x the states with them)
