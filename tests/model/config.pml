@@ -9,12 +9,16 @@
  *   CACHEB   cache.bytes
  *   SHARE    search.share_scans (default 0 in 1-6: run.sh also runs some with -DSHARE=1)
  *   MAXQ     search.max_queries_per_scan (default NREQ: no cap)
+ *   NSTOP    requests 0 .. NSTOP-1 may expire or be cancelled (default NREQ: every one)
+ *   UB       cache.uncached_bytes, the UncachedBudget (default 1: smaller than the partitions
+ *            of size 2 and 3, so an uncached read of one only goes through the over-budget grant)
  *
  * Configurations 1-6 have a partition larger than IOB (only the oldest query's over-budget
  * read can fetch it), a partition probed by two requests, and a partition already cached.
  * 7 and 8 exist for shared scans: three requests on one partition with a cap of two queries
  * per scan (7), and two requests probing the same two partitions in opposite order on two
- * arena slots (8).
+ * arena slots (8). 9 exists for the re-issue argument: three requests on one partition, two of
+ * which may stop while the entry's read is queued, the third never.
  */
 #ifndef CFG
 #define CFG 1
@@ -187,6 +191,37 @@ inline Setup() {
   plan[3] = 1; plan[4] = 0; nplan[1] = 2;
   cst[0] = CACHED; cused = 1
 }
+#elif CFG == 9
+/* repeated re-issues (5d7e6a9's argument): r0 probes P1 P0, r1 P0, r2 P0; P1 > IOB, so r0's
+   read of P1 goes in flight as the forced read and holds the device while r0's read of P0
+   queues; r1 and r2 join r0's entry (no cap); only r0 and r1 may expire or be cancelled. r0
+   stopping while its read of P0 is queued re-issues the fetch for r1; r1 stopping while that
+   read is queued re-issues it for r2, whose token stays fine and who must get the data. */
+#define NREQ 3
+#define NP 2
+#define SLOTS 1
+#define KBATCH 1
+#define BBYTES 2
+#define MAXPIN 3
+#define QD 1
+#define IOB 1
+#define MAXREQB 2
+#define CACHEB 3
+#ifndef SHARE
+#define SHARE 1
+#endif
+#define NSTOP 2
+inline Setup() {
+  psize[0] = 1; psize[1] = 2;
+  poff[0] = 0; poff[1] = 1;
+  plan[0] = 1; plan[1] = 0; nplan[0] = 2;
+  plan[3] = 0; nplan[1] = 1;
+  plan[6] = 0; nplan[2] = 1
+}
+#endif
+
+#ifndef UB
+#define UB 1                 /* cache.uncached_bytes: smaller than some partitions */
 #endif
 
 #define MAXT SLOTS

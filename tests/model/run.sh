@@ -3,8 +3,12 @@
 #
 #   real model, safety   (deadlines, cancellation and I/O errors on)   must pass
 #   real model, liveness (<> every request answered, -a -f)            must pass
-#   (configurations 1-6 with search.share_scans off, 1-2 also on, 7-8 built for shared scans)
-#   seeded bugs (a task that waits; no over-budget read)              must fail, for their reason
+#     with I/O errors on everywhere; with deadlines and cancellation too (the Canceller may
+#     stop at any point, -DQUIESCE) where the state space fits (README: which, and why not)
+#   (configurations 1-6 with search.share_scans off, 1-2 also on, 7-8 built for shared scans,
+#   9 for repeated re-issues of one entry's fetch)
+#   seeded bugs (a task that waits; no over-budget read; no over-budget uncached grant; a
+#   re-issue that consumes no stopped issuer; the old re-issue cap)    must fail, for their reason
 #   coverage: each interesting path is reachable (assert !reached)     must fail
 #
 # Exits non-zero if any run does otherwise. Prints one line per run (states, depth, memory,
@@ -35,12 +39,16 @@ verify() {
     spin -a "$@" shoal.pml >spin.log 2>&1 || { cat spin.log; exit 1; }
     # gcc -O1 only where pan runs long (-O0 compiles ~3.5x faster, pan runs ~1.8x slower)
     local opt=-O0
-    case $name in safety-cfg3 | safety-cfg4 | safety-cfg5 | safety-cfg7) opt=-O1 ;; esac
+    case $name in
+      safety-cfg3 | safety-cfg4 | safety-cfg5 | safety-cfg7 | liveness-*-deadlines | \
+        liveness-cfg9-deadlines | safety-cfg9) opt=-O1 ;;
+    esac
     local cflags="$opt -w -DMEMLIM=$MEMLIM -DCOLLAPSE" args="-m20000 -w24"
     if [ "$mode" = safety ]; then
       cflags="$cflags -DNOCLAIM -DSAFETY"
     else
       args="$args -a -f"
+      cflags="$cflags -DNFAIR=3"   # weak fairness over up to 6 processes (+ the claim)
     fi
     # shellcheck disable=SC2086
     gcc $cflags -o pan pan.c
@@ -83,7 +91,7 @@ verify() {
     # the counterexample, one line per protocol event (the model's MSC printfs)
     (cd "$dir" && spin -t "$@" shoal.pml 2>&1 | grep -E "MSC:|START OF CYCLE" |
       sed -e 's/^ *MSC: /        | /' -e 's/^ *<<<<<START OF CYCLE>>>>>/        | (cycle: nothing changes from here on)/' |
-      head -40) || true
+      head -40 | uniq) || true   # uniq: a replayed loop inside one d_step repeats its line
   fi
 }
 
@@ -94,18 +102,33 @@ for c in 4 5; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOER
 echo "== real model, shared scans on: safety"
 for c in 1 2; do verify "safety-cfg$c-share" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=1 -DSHARE=1; done
 for c in 7 8; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=1; done
-echo "== real model: liveness (every request answers, weak fairness; no deadlines)"
-for c in 1 2 3 4 5 6; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0; done
-for c in 1 2; do verify "liveness-cfg$c-share" pass liveness -DCFG=$c -DDEADLINES=0 -DSHARE=1; done
-for c in 7 8; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0; done
+echo "== real model, repeated re-issues (cfg9): safety"
+verify "safety-cfg9" pass safety -DCFG=9 -DDEADLINES=1 -DIOERR=1
+echo "== real model: liveness (every request answers, weak fairness), I/O errors on"
+# only where the run with deadlines below does not cover it: with -DQUIESCE the Canceller may
+# stop before doing anything, so a deadlines run includes every behaviour of the run without
+for c in 3 4 5 7; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0 -DIOERR=1; done
+echo "== real model: liveness with deadlines and cancellation (they may stop at any point)"
+# every request is still answered (a stopped one with CANCELLED / DEADLINE_EXCEEDED); 3, 4 and
+# 5 do not fit the time (README); 7 without I/O errors (1.3x the states with them)
+for c in 1 2 6 8 9; do verify "liveness-cfg$c-deadlines" pass liveness -DCFG=$c -DDEADLINES=1 -DIOERR=1 -DQUIESCE; done
+for c in 1 2; do verify "liveness-cfg$c-share-deadlines" pass liveness -DCFG=$c -DDEADLINES=1 -DIOERR=1 -DSHARE=1 -DQUIESCE; done
+verify "liveness-cfg7-deadlines" pass liveness -DCFG=7 -DDEADLINES=1 -DIOERR=0 -DQUIESCE
 echo "== seeded bugs: must fail"
 verify "seeded-blocking-task-cfg1" invalid-end safety -DCFG=1 -DDEADLINES=0 -DSEEDED_BLOCKING_TASK
 verify "seeded-no-overbudget-cfg1" acceptance liveness -DCFG=1 -DDEADLINES=0 -DSEEDED_NO_OVERBUDGET
 verify "seeded-wait-in-task-cfg1" d_step-blocks safety -DCFG=1 -DDEADLINES=0 -DSEEDED_WAIT_IN_TASK
+# UncachedBudget without the oldest query's grant past the budget (P1 > cache.uncached_bytes)
+verify "seeded-no-uncached-forced-cfg2" acceptance liveness -DCFG=2 -DDEADLINES=0 -DSEEDED_NO_UNCACHED_FORCED
+# the re-issue argument, on the new liveness run: a re-issue that keeps the stopped issuer's
+# fetch (consumes no stopped issuer: a Deliver/Issue loop in the code), and the cap 5d7e6a9
+# removed (a live request fails)
+verify "seeded-reissue-stale-cfg9" assertion liveness -DCFG=9 -DDEADLINES=1 -DIOERR=0 -DQUIESCE -DSEEDED_REISSUE_STALE
+verify "seeded-reissue-cap1-cfg9" assertion liveness -DCFG=9 -DDEADLINES=1 -DIOERR=0 -DQUIESCE -DSEEDED_REISSUE_CAP=1
 echo "== coverage: each path is reached (assert !reached must fail)"
 MODEL_TRAILS=0
 for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen \
-  hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen; do
+  hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen uwait_seen uforced_seen; do
   cfg=2
   case $cover in
     forced_seen | attach_seen | evicted_seen) cfg=1 ;;
@@ -124,6 +147,8 @@ for cover in join_seen younger_seen cap_seen handback_seen leave_seen reissue_se
   esac
   verify "cover-$cover-cfg$cfg" assertion safety -DCFG=$cfg -DDEADLINES=1 -DIOERR=1 -DCOVER=$cover
 done
+# cfg9: one entry's fetch re-issued twice (two stopped issuers, then the live ticket)
+verify "cover-reissue2_seen-cfg9" assertion safety -DCFG=9 -DDEADLINES=1 -DIOERR=0 -DCOVER=reissue2_seen
 
 if [ "$failures" -ne 0 ]; then
   echo "model-check: $failures run(s) did not do what they must"

@@ -7,8 +7,12 @@
  *
  * Build switches (cpp, via spin -D...):
  *   CFG=n                   configuration (config.pml)
- *   DEADLINES=0|1           deadline expiry and cancellation events (safety runs)
- *   IOERR=0|1               reads may fail with an I/O error (safety runs)
+ *   DEADLINES=0|1           deadline expiry and cancellation events
+ *   IOERR=0|1               reads may fail with an I/O error
+ *   QUIESCE                 (with DEADLINES=1, liveness runs) the Canceller may stop for good
+ *                           at any point: under weak fairness a Canceller that could still act
+ *                           must act, so without this a liveness run would only check the runs
+ *                           in which every request is cancelled and expired
  *   SHARE=0|1               search.share_scans (config.pml picks the default; 0: every entry
  *                           has exactly one ticket and there is no map)
  *   MAXQ=n                  search.max_queries_per_scan (config.pml; default NREQ: no cap)
@@ -17,6 +21,13 @@
  *   SEEDED_NO_OVERBUDGET    IoPolicy::Dispatch without the oldest query's over-budget read
  *   SEEDED_WAIT_IN_TASK     the seed's wait written inside a task's d_step: spin must report
  *                           "block in d_step" (the check behind "no arena task ever waits")
+ *   SEEDED_REISSUE_STALE    SharedScan::Deliver re-issues without taking the live ticket's
+ *                           PartitionFetch (issuer_ stays the stopped one): a re-issue that does
+ *                           not consume a stopped issuer (in the code, a Deliver/Issue loop)
+ *   SEEDED_NO_UNCACHED_FORCED  UncachedBudget::GrantLocked without the oldest query's grant
+ *                           past the budget, with a partition larger than cache.uncached_bytes
+ *   SEEDED_REISSUE_CAP=n    Deliver's old cap (before 5d7e6a9): at most n re-issues per entry,
+ *                           then every ticket fails, a live one too
  */
 
 /* cache entry states (used by config.pml's Setup) */
@@ -37,6 +48,9 @@
 #endif
 #ifndef MAXQ
 #define MAXQ NREQ
+#endif
+#ifndef NSTOP
+#define NSTOP NREQ           /* requests 0 .. NSTOP-1 may expire or be cancelled (config.pml) */
 #endif
 
 #define NI 3                 /* work items per request, at most */
@@ -88,6 +102,17 @@ byte cst[NP], cpins[NP];
 byte cused;
 short cwait[NP];             /* waiters of a load: bit e (an entry's fetch) */
 
+/* ---- UncachedBudget (storage/cache/uncached_budget.cc), cache.uncached_bytes = UB ----
+   An entry's uncached read acquires its partition's bytes before it is issued and returns them
+   when its pin (PIN_BUFFER) is dropped. Entry e's read is keyed by its issuer's query
+   (ftk[e] / NI: the fetch's query_seq, fixed while the read waits or holds its grant). Held
+   bytes, and bytes held per query, are sums over the granted entries (no extra state). */
+short uwait;                 /* waiting_: bit e, entry e's uncached read waits for bytes */
+short ugr;                   /* granted: bit e, entry e's read (or the pin of its data) holds a grant */
+byte uforced;                /* forced_out_: the entry holding the over-budget grant + 1 (0: none) */
+bool uowed;                  /* GrantLocked is owed: Settle runs it before anything else */
+byte ua, ub, uh, uq;         /* scratch (UGrant) */
+
 /* ---- IoPolicy / IoScheduler (storage/sched) ---- */
 #define FREE 0
 #define QUEUED 1
@@ -106,6 +131,11 @@ bool batch2_seen, tasks2_seen, expired_seen, cancelq_seen;
 bool failed_retry_seen;      /* a request that already failed re-fetches (see README) */
 bool join_seen, younger_seen, cap_seen, handback_seen, leave_seen, reissue_seen, passon_seen;
 bool refuse_seen, nobody_seen, failshared_seen;
+bool reissue2_seen;          /* one entry's fetch re-issued twice (two stopped issuers) */
+bool uwait_seen, uforced_seen;   /* an uncached read waited for bytes; a grant past the budget */
+/* ghost for the re-issue argument (SharedScan::Deliver has no cap): the issuers each entry's
+   re-issues consumed (bit = ticket) */
+short reiss[NRI];
 
 /* ---- TbbExecutor arena queue ---- */
 #define T_ROUTE 0
@@ -122,6 +152,7 @@ bool maint_done;
 #define E_RANS_STOP 3        /* arg: read slot; CANCELLED or DEADLINE_EXCEEDED */
 #define E_RANS_IOERR 4       /* arg: read slot */
 #define E_REFETCH 5          /* arg: entry; its fetch again (re-issue, or a cache load's retry) */
+#define E_GRANT 6            /* arg: entry; its uncached read's grant (UncachedBudget's answer) */
 byte wl[WL], nwl;
 #define DL 8                 /* pending SharedScan::Deliver calls (model bound, asserted) */
 byte dl[DL], ndl;            /* e * 16 + (how - E_RANS_OK) * 4 + pin; run next, last first */
@@ -212,11 +243,100 @@ inline MakeRoom(need, ifroom) {
   xk = 0; xbest = 0
 }
 
+/* @mirrors UncachedBudget::GrantLocked storage/cache/uncached_budget.cc
+   Grants waiting reads from the head (oldest query first; within one query, the model takes
+   entry order for arrival order) while they fit in UB; past it, only a head whose query holds
+   nothing, and only if no over-budget grant is alive. Acquire, Release and CancelQuery set
+   `uowed`; Settle runs this before anything else the thread owes (so within the same step,
+   as the code does it inside those calls), and the answers run after it from the work list
+   (@mirrors UncachedBudget::Run storage/cache/uncached_budget.cc: a loop, not a recursion). */
+inline UGrant() {
+  do
+  :: uwait == 0 -> break
+  :: else ->
+     ub = NONE;   /* waiting_.begin() */
+     ua = 0;
+     do
+     :: ua < NRI ->
+        if
+        :: (uwait & (1 << ua)) != 0 && (ub == NONE || ftk[ua] / NI < ftk[ub] / NI) -> ub = ua
+        :: else -> skip
+        fi;
+        ua++
+     :: else -> break
+     od;
+     uh = 0; uq = 0;   /* held_bytes, held_by_query_[head's query] */
+     ua = 0;
+     do
+     :: ua < NRI ->
+        if
+        :: (ugr & (1 << ua)) != 0 ->
+           uh = uh + psize[plan[ua]];
+           uq = uq + (ftk[ua] / NI == ftk[ub] / NI -> psize[plan[ua]] : 0)
+        :: else -> skip
+        fi;
+        ua++
+     :: else -> break
+     od;
+     if
+#ifdef SEEDED_NO_UNCACHED_FORCED
+     :: uh + psize[plan[ub]] > UB ->
+        printf("MSC: uncached budget: r%d's read of P%d waits for bytes\n", ftk[ub] / NI, plan[ub]);
+        break
+#else
+     :: uh + psize[plan[ub]] > UB && (uforced != 0 || uq > 0) -> uwait_seen = 1; break
+#endif
+     :: uh + psize[plan[ub]] > UB && !(uforced != 0 || uq > 0) ->
+        uforced = ub + 1; uforced_seen = 1;
+        printf("MSC: uncached budget: r%d's read of P%d granted past the budget\n", ftk[ub] / NI, plan[ub])
+     :: else -> skip
+     fi;
+     uwait = uwait & ~(1 << ub);
+     ugr = ugr | (1 << ub);
+     wl_push(E_GRANT * 32 + ub)
+  od;
+  ua = 0; ub = 0; uh = 0; uq = 0
+}
+
+/* ~Token: @mirrors UncachedBudget::Release storage/cache/uncached_budget.cc */
+inline URelease(e) {
+  assert((ugr & (1 << (e))) != 0);
+  ugr = ugr & ~(1 << (e));
+  if
+  :: uforced == (e) + 1 -> uforced = 0
+  :: else -> skip
+  fi;
+  uowed = 1   /* GrantLocked, run by Settle before anything else */
+}
+
+/* @mirrors UncachedBudget::CancelQuery storage/cache/uncached_budget.cc: r's waiting reads
+   answer CANCELLED on this thread; the head may have changed. */
+inline UCancelQuery(r) {
+  ua = 0; uh = 0;
+  do
+  :: ua < NRI ->
+     if
+     :: (uwait & (1 << ua)) != 0 && ftk[ua] / NI == r ->
+        uwait = uwait & ~(1 << ua); uh = 1;
+        dl_push(ua, E_RANS_STOP, PIN_NONE)
+     :: else -> skip
+     fi;
+     ua++
+  :: else -> break
+  od;
+  if
+  :: uh -> uowed = 1
+  :: else -> skip
+  fi;
+  ua = 0; uh = 0
+}
+
 /* ~PartitionHandle: @mirrors PartitionCache::Unpin storage/cache/partition_cache.cc
    A pin of partition p: PIN_CACHE (a cache entry), PIN_BUFFER (an uncached read's buffer,
    freed), PIN_NONE. */
-inline UnpinP(p, pin) {
+inline UnpinP(p, pin, e) {
   if
+  :: pin == PIN_BUFFER -> URelease(e)   /* ~UncachedPin: the buffer and its grant */
   :: pin == PIN_CACHE ->
      assert(cpins[p] > 0);
      cpins[p]--;
@@ -228,8 +348,8 @@ inline UnpinP(p, pin) {
   fi
 }
 
-inline Unpin(ri) {
-  UnpinP(plan[ri], ipin[ri]);
+inline Unpin(ri, e) {
+  UnpinP(plan[ri], ipin[ri], e);
   ipin[ri] = PIN_NONE
 }
 
@@ -273,7 +393,7 @@ inline FreeEntry(e) {
   :: emap[plan[e]] == e + 1 -> emap[plan[e]] = 0
   :: else -> skip
   fi;
-  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0; eq[e] = 0
+  est[e] = ES_FREE; ecl[e] = 0; eacc[e] = 0; ftk[e] = 0; eq[e] = 0; reiss[e] = 0
 }
 
 /* @mirrors SharedScan::Deliver core/index/scan_share.cc (the fetch's callback; I/O thread or
@@ -327,7 +447,7 @@ inline Deliver(e, how, pin) {
      :: !zacc ->
         printf("MSC: nobody takes P%d: dropped\n", plan[e]);
         nobody_seen = 1;
-        UnpinP(plan[e], pin);
+        UnpinP(plan[e], pin, e);
         FreeEntry(e)
      :: else -> skip
      fi
@@ -343,12 +463,32 @@ inline Deliver(e, how, pin) {
         zt++
      :: else -> break
      od;
+     zc = 0;   /* re-issues of this entry so far (= issuers consumed) */
+     zt = 0;
+     do
+     :: zt < NRI -> zc = zc + ((reiss[e] & (1 << zt)) != 0 -> 1 : 0); zt++
+     :: else -> break
+     od;
      if
      :: how == E_RANS_STOP && zl != NONE &&
+#ifdef SEEDED_REISSUE_CAP
+        zc < SEEDED_REISSUE_CAP &&   /* the old kMaxReissues */
+#endif
         (TOKEN_BAD(ftk[e] / NI) || (etk[e] & (1 << ftk[e])) == 0) ->   /* IssuerStoppedLocked */
         printf("MSC: P%d's fetch stopped: issued again for r%d\n", plan[e], zl / NI);
         reissue_seen = reissue_seen || ftk[e] != zl;
+        /* The argument for no cap: every re-issue consumes a stopped issuer that no re-issue of
+           this entry consumed before (a stopped ticket never becomes live again), so an entry
+           re-issues at most (tickets ever registered - 1) times: re-issues <= stopped issuers. */
+        assert((reiss[e] & (1 << ftk[e])) == 0);
+        reiss[e] = reiss[e] | (1 << ftk[e]);
+        assert(zl != ftk[e] && (reiss[e] & (1 << zl)) == 0);
+        zc++;
+        assert(zc < eq[e]);   /* at most one per ticket ever registered, the live one excluded */
+        reissue2_seen = reissue2_seen || zc >= 2;
+#ifndef SEEDED_REISSUE_STALE
         ftk[e] = zl;
+#endif
         wl_push(E_REFETCH * 32 + e)
      :: else ->
         printf("MSC: P%d's fetch fails: every ticket fails\n", plan[e]);
@@ -362,6 +502,10 @@ inline Deliver(e, how, pin) {
            od;
            /* @mirrors IvfSearchJob::FailShared core/index/ivf_search.cc */
            failshared_seen = failshared_seen || etk[e] != (1 << zt);
+           /* another request's stop never fails a live ticket: a fetch that answers
+              CANCELLED / DEADLINE_EXCEEDED fails only tickets whose own token stopped (a live
+              one gets a re-issue); only an I/O error fails a ticket whose token is fine */
+           assert(how == E_RANS_IOERR || TOKEN_BAD(zt / NI));
            TicketDone(zt, e);
            FailLocked(zt / NI);
            ProgressOwed(zt / NI)
@@ -369,7 +513,7 @@ inline Deliver(e, how, pin) {
         FreeEntry(e)
      fi
   fi;
-  zt = 0; zl = 0; zacc = 0
+  zt = 0; zl = 0; zacc = 0; zc = 0
 }
 
 /* @mirrors ScanShare::Register core/index/scan_share.cc
@@ -622,8 +766,11 @@ inline FetchAttempt(e) {
         cst[xp] = LOADING; cused = cused + psize[xp]; cwait[xp] = (1 << e);
         Read(LOAD, ftk[e] / NI, xp, ftk[e] % NI, e)   /* Segment::ReadPartition through the loader */
      :: else ->
+        /* RESOURCE_EXHAUSTED: @mirrors Segment::ReadUncached storage/collection/segment.cc,
+           which first acquires the bytes: @mirrors UncachedBudget::Acquire storage/cache/uncached_budget.cc */
         direct_seen = 1;
-        Read(DIRECT, ftk[e] / NI, xp, ftk[e] % NI, e)   /* Segment::ReadPartition, RESOURCE_EXHAUSTED path */
+        uwait = uwait | (1 << e);
+        uowed = 1   /* Acquire's GrantLocked, run by Settle before anything else */
      fi
   fi;
   xp = 0; xok = 0
@@ -674,7 +821,7 @@ inline ReadAnswer(s, how) {
   if
   :: rd_kind[s] == LOAD -> OnLoaded(rd_p[s], how)
   :: rd_kind[s] == DIRECT && how == E_RANS_OK -> dl_push(rd_item[s], E_RANS_OK, PIN_BUFFER)
-  :: rd_kind[s] == DIRECT && how != E_RANS_OK -> dl_push(rd_item[s], how, PIN_NONE)
+  :: rd_kind[s] == DIRECT && how != E_RANS_OK -> URelease(rd_item[s]); dl_push(rd_item[s], how, PIN_NONE)
   fi;
   rd_st[s] = FREE; rd_own[s] = 0; rd_p[s] = 0; rd_rank[s] = 0; rd_item[s] = 0; rd_kind[s] = 0;
   rd_sub[s] = 0
@@ -761,7 +908,9 @@ inline Progress(r) {
      :: else -> skip
      fi;
      if
-     :: xcs -> CancelQuery(r)   /* @mirrors IvfSearchJob::CancelSourcesIf core/index/ivf_search.cc */
+     :: xcs ->   /* @mirrors IvfSearchJob::CancelSourcesIf core/index/ivf_search.cc */
+        CancelQuery(r);   /* @mirrors Segment::CancelQuery storage/collection/segment.h: the scheduler, */
+        UCancelQuery(r)   /* then the uncached budget */
      :: else -> skip
      fi;
      if
@@ -794,6 +943,22 @@ inline CheckInvariants() {
   assert(iob <= IOB + (forced != 0 -> sub_len[forced - 1] : 0));
   /* the cache never holds more than its budget (Segment only asks kIfRoom) */
   assert(cused <= CACHEB);
+  /* uncached bytes: within cache.uncached_bytes, but for the one over-budget grant; a grant
+     or a waiting read belongs to an entry whose fetch is out or whose data is held */
+  xk = 0; xi = 0;
+  do
+  :: xi < NRI ->
+     if
+     :: (ugr & (1 << xi)) != 0 -> xk = xk + psize[plan[xi]]; assert(est[xi] != ES_FREE)
+     :: else -> skip
+     fi;
+     assert((uwait & (1 << xi)) == 0 || (est[xi] == ES_FETCH && (ugr & (1 << xi)) == 0));
+     xi++
+  :: else -> break
+  od;
+  assert(xk <= UB + (uforced != 0 -> psize[plan[uforced - 1]] : 0));
+  assert(uforced == 0 || (ugr & (1 << (uforced - 1))) != 0);
+  xk = 0; xi = 0;
   yr = 0;
   do
   :: yr < NREQ ->
@@ -879,7 +1044,8 @@ inline CheckInvariants() {
    queued, then Progress calls, until nothing is left. */
 inline Settle() {
   do
-  :: ndl > 0 ->
+  :: uowed -> uowed = 0; UGrant()
+  :: !uowed && ndl > 0 ->
      ndl--;
      zd = dl[ndl];
      dl[ndl] = 0;
@@ -888,7 +1054,7 @@ inline Settle() {
      zd = zd % 4;
      Deliver(es, et, zd);
      es = 0; et = 0; zd = 0
-  :: ndl == 0 && nwl > 0 ->
+  :: !uowed && ndl == 0 && nwl > 0 ->
      et = wl[0];
      xi = 0;
      do
@@ -918,9 +1084,21 @@ inline Settle() {
         fi;
         pp = pp | (1 << es)
      :: et == E_RANS_OK || et == E_RANS_STOP || et == E_RANS_IOERR -> ReadAnswer(es, et)
+     :: et == E_GRANT ->
+        /* ReadUncached's grant callback: the query may be gone (the grant returns); the
+           partition may have been loaded meanwhile (@mirrors Segment::TryHit
+           storage/collection/segment.cc; the grant returns unused); else the read */
+        assert(est[es] == ES_FETCH && (ugr & (1 << es)) != 0);
+        if
+        :: TOKEN_BAD(ftk[es] / NI) -> URelease(es); dl_push(es, E_RANS_STOP, PIN_NONE)
+        :: !TOKEN_BAD(ftk[es] / NI) && cst[plan[es]] == CACHED ->
+           cpins[plan[es]]++; URelease(es); dl_push(es, E_RANS_OK, PIN_CACHE)
+        :: !TOKEN_BAD(ftk[es] / NI) && cst[plan[es]] != CACHED ->
+           Read(DIRECT, ftk[es] / NI, plan[es], ftk[es] % NI, es)
+        fi
      fi;
      es = 0; et = 0
-  :: ndl == 0 && nwl == 0 && pp != 0 ->
+  :: !uowed && ndl == 0 && nwl == 0 && pp != 0 ->
      yr = 0;
      do
      :: pp & (1 << yr) -> break
@@ -1015,6 +1193,7 @@ active proctype Client() {
     :: else -> break
     od;
     assert(nsub == 0 && iob == 0 && forced == 0);
+    assert(uwait == 0 && ugr == 0 && uforced == 0);   /* every uncached grant returned */
     r = 0
   }
 }
@@ -1153,7 +1332,7 @@ end_idle:
                    od;
                    eacc[ze] = 0;
                    tent[RI(r, xi)] = 0;
-                   Unpin(RI(r, xi));   /* unpin as soon as scanned */
+                   Unpin(RI(r, xi), ze);   /* unpin as soon as scanned */
                    FreeEntry(ze)
                 fi;
                 zi = 0; zc = 0; ze = 0
@@ -1247,8 +1426,11 @@ active proctype Canceller() {
   byte r, c;
 end_cancel:
   do
+#if QUIESCE
+  :: break   /* liveness runs: no more deadlines or cancellations from here on (any point) */
+#endif
   :: d_step {
-       r < NREQ && !expired[r] ->
+       r < NSTOP && !expired[r] ->
        expired[r] = 1;   /* Check() now fails; queued reads expire at the next Dispatch */
        printf("MSC: r%d's deadline passes\n", r);
        r++
@@ -1256,8 +1438,10 @@ end_cancel:
   :: atomic {
      if   /* which request's token is cancelled */
      :: !cancelled[0] -> c = 0
+#if NSTOP > 1
      :: !cancelled[1] -> c = 1
-#if NREQ > 2
+#endif
+#if NSTOP > 2
      :: !cancelled[2] -> c = 2
 #endif
      fi;
