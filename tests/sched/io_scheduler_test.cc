@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/held_io_backend.h"
+#include "tests/fakes/io_backend_skip.h"
 #include "tests/fakes/recording_io_backend.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
@@ -41,8 +42,10 @@ struct Answers {
 
 class IoSchedulerTest : public ::testing::TestWithParam<IoBackendKind> {
  protected:
+  // Null when the scheduler could not be made; create_status_ says why.
   std::unique_ptr<IoScheduler> Make(IoLimits limits = {}) {
     auto s = IoScheduler::Create({limits, GetParam(), true});
+    create_status_ = s.status();
     if (!s.ok()) return nullptr;
     return *std::move(s);
   }
@@ -56,9 +59,11 @@ class IoSchedulerTest : public ::testing::TestWithParam<IoBackendKind> {
       return backend;
     };
     auto s = IoScheduler::Create(options);
+    create_status_ = s.status();
     if (!s.ok()) return nullptr;
     return *std::move(s);
   }
+  absl::Status create_status_;
   std::shared_ptr<testing::HeldIoBackend::State> held_state_ =
       std::make_shared<testing::HeldIoBackend::State>();
 };
@@ -67,7 +72,7 @@ TEST_P(IoSchedulerTest, ReadsExactRangesThroughDirectIoAndCoalesces) {
   testing::TempDir dir;
   const std::string data = MakeFile(dir.Sub("f"), 1 << 20);
   auto s = Make({.max_requests_in_flight = 1, .max_bytes_in_flight = 1 << 30});
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   Answers answers;
@@ -104,7 +109,7 @@ TEST_P(IoSchedulerTest, PluggedReadsWaitForUnplugAndReachTheBackendInOneSubmissi
     return std::unique_ptr<IoBackend>(std::move(recording));
   };
   auto created = IoScheduler::Create(options);
-  if (!created.ok()) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), created.status());
   auto s = *std::move(created);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
@@ -157,7 +162,7 @@ TEST_P(IoSchedulerTest, AReadSubmittedAloneLandsInABufferOfExactlyItsAlignedSize
   testing::TempDir dir;
   MakeFile(dir.Sub("f"), 1 << 20);
   auto s = Make();
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   Answers answers;
@@ -173,7 +178,7 @@ TEST_P(IoSchedulerTest, BufferedFilesBypassDirectIo) {
   testing::TempDir dir;
   const std::string data = MakeFile(dir.Sub("f"), 64 << 10);
   auto s = Make();
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto buffered = s->OpenFile(dir.Sub("f"), ReadMode::kBuffered);
   ASSERT_TRUE(buffered.ok());
   EXPECT_FALSE(s->is_direct(*buffered));
@@ -192,7 +197,7 @@ TEST_P(IoSchedulerTest, TenThousandConcurrentReadsWithRandomCancellation) {
   testing::TempDir dir;
   const std::string data = MakeFile(dir.Sub("f"), 4 << 20);
   auto s = Make({.max_requests_in_flight = 32, .max_bytes_in_flight = 1 << 20});
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   Answers answers;
@@ -232,7 +237,7 @@ TEST_P(IoSchedulerTest, ExpiredPastEndAndUnknownFileReadsFailClearly) {
   testing::TempDir dir;
   MakeFile(dir.Sub("f"), 10000);
   auto s = Make();
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   Answers answers;
@@ -266,7 +271,7 @@ TEST_P(IoSchedulerTest, DestructionAnswersQueuedReadsWithCancelled) {
   MakeFile(dir.Sub("f"), 1 << 20);
   testing::HeldIoBackend* held = nullptr;
   auto s = MakeHeld({.max_requests_in_flight = 1, .max_bytes_in_flight = 4096}, &held);
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   std::atomic<int> answered{0}, cancelled{0};
@@ -295,7 +300,7 @@ TEST_P(IoSchedulerTest, ACompletionSubmittingDuringDestructionFinishesBeforeTheB
   MakeFile(dir.Sub("f"), 1 << 20);
   testing::HeldIoBackend* held = nullptr;
   auto s = MakeHeld({.max_requests_in_flight = 1, .max_bytes_in_flight = 1 << 20}, &held);
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   absl::Mutex mu;
@@ -349,7 +354,7 @@ TEST_P(IoSchedulerTest, CancelQueryAnswersItsQueuedReadsAndLeavesOthersAlone) {
   MakeFile(dir.Sub("f"), 1 << 20);
   testing::HeldIoBackend* held = nullptr;
   auto s = MakeHeld({.max_requests_in_flight = 1, .max_bytes_in_flight = 1 << 20}, &held);
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   std::atomic<int> cancelled{0}, ok{0};
@@ -383,7 +388,7 @@ TEST_P(IoSchedulerTest, AReadLeftForTheNextCompletionIsSubmittedByItOrAtOnceWhen
   MakeFile(dir.Sub("f"), 1 << 20);
   testing::HeldIoBackend* held = nullptr;
   auto s = MakeHeld({}, &held);
-  if (!s) GTEST_SKIP() << "io_uring refused";
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), create_status_);
   auto file = s->OpenFile(dir.Sub("f"));
   ASSERT_TRUE(file.ok());
   std::atomic<int> ok{0};
@@ -444,7 +449,10 @@ TEST(IoSchedulerFaults, InjectedEioAndShortReadsFailOnlyTheReadsTheyHit) {
       return std::unique_ptr<IoBackend>(std::move(wrapper));
     };
     auto s = IoScheduler::Create(options);
-    if (!s.ok()) continue;  // io_uring refused
+    if (!s.ok()) {  // only a ring may be refused (by the kernel); pread must work
+      ASSERT_EQ(kind, IoBackendKind::kUring) << "the pread scheduler: " << s.status();
+      continue;
+    }
     auto file = (*s)->OpenFile(dir.Sub("f"));
     ASSERT_TRUE(file.ok());
     Answers answers;
