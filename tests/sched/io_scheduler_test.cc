@@ -49,10 +49,15 @@ class IoSchedulerTest : public ::testing::TestWithParam<IoBackendKind> {
     if (!s.ok()) return nullptr;
     return *std::move(s);
   }
-  // A scheduler whose completions wait in `held` until the test releases them.
+  // A scheduler whose completions wait in `held` until the test releases them. Its destructor
+  // sets held_state_->owner_waits when it waits for a Submit().
   std::unique_ptr<IoScheduler> MakeHeld(IoLimits limits, testing::HeldIoBackend** held) {
     IoSchedulerOptions options;
     options.limits = limits;
+    options.on_close_waiting_for_submit = [state = held_state_] {
+      absl::MutexLock lock(&state->mu);
+      state->owner_waits = true;
+    };
     options.make_backend = [&](IoCallback cb) -> absl::StatusOr<std::unique_ptr<IoBackend>> {
       auto backend = testing::HeldIoBackend::Make(GetParam(), std::move(cb), held_state_);
       if (backend.ok()) *held = static_cast<testing::HeldIoBackend*>(backend->get());
@@ -322,17 +327,15 @@ TEST_P(IoSchedulerTest, ACompletionSubmittingDuringDestructionFinishesBeforeTheB
   held->WaitHeld(1);
   // The completion's Submit of the second read waits until the destructor has answered the
   // third (queued) read: the destructor is then past `closing_` and heading for the backend.
-  // It then gives the destructor a moment to (wrongly) destroy the backend under it; a correct
-  // destructor waits for this Submit, so the moment passes and nothing is flagged. The bound
-  // only matters on the broken code; the fixed code is correct whatever the timing.
-  held->GateNextSubmit([&] {
+  // It then waits until the destructor has decided: a correct one says it waits for this
+  // Submit (owner_waits), a broken one starts destroying the backend under it (flagged in
+  // late_calls). Either way the outcome is fixed before the Submit goes on; no timing.
+  held->GateNextSubmit([&, state = held_state_] {
     {
       absl::MutexLock lock(&mu);
       mu.Await(absl::Condition(&third_cancelled));
     }
-    for (int i = 0; i < 20 && held_state_->late_calls.load() == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    testing::HeldIoBackend::WaitForDestructionOrOwnerWaiting(state);
   });
   std::thread completion([&] { EXPECT_EQ(held->Release(1), 1); });
   held->WaitAtGate();
