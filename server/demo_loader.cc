@@ -73,6 +73,8 @@ absl::Status LoadDemoCollection(storage::Catalog* catalog, core::Executor& cpu,
   storage::CollectionStats stats = (*collection)->Stats();
   if (stats.num_vectors >= total && stats.num_indexed >= stats.num_vectors) {
     set_serving(true);
+    log->info("demo collection '{}' already loaded and indexed ({} vectors): nothing to rebuild",
+              kDemoCollection, stats.num_vectors);
     return absl::OkStatus();
   }
   set_serving(false);

@@ -64,6 +64,12 @@ IoScheduler::~IoScheduler() {
     // A completion that dispatched before closing_ may still be inside backend_->Submit() (or
     // about to enter it): the backend must outlive that call. (ASan: a uring completion thread
     // called Submit on backend_ as reset() below cleared it.)
+    bool submitters;  // closing_ is set: their number only goes down
+    {
+      absl::MutexLock lock(&mu_);
+      submitters = !NoSubmitters();
+    }
+    if (submitters && options_.on_close_waiting_for_submit) options_.on_close_waiting_for_submit();
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &IoScheduler::NoSubmitters));
   }

@@ -79,6 +79,10 @@ struct IoSchedulerOptions {
   // Builds the backend instead of NewIoBackend(backend, ...) when set: tests wrap a real
   // backend to inject EIO and short reads (tests/fakes/faulty_io_backend.h).
   std::function<absl::StatusOr<std::unique_ptr<IoBackend>>(IoCallback)> make_backend;
+  // Tests only: called by the destructor, on its thread and unlocked, when it is about to wait
+  // for a completion still inside the backend's Submit() (never when none is), so that a test
+  // holding that Submit learns without a timing guess that the destructor now waits for it.
+  std::function<void()> on_close_waiting_for_submit;
 };
 
 struct IoSchedulerStats {

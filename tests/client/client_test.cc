@@ -7,9 +7,11 @@
 
 #include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/v1/shoal.grpc.pb.h"
@@ -70,13 +72,26 @@ class UnavailableService final : public v1::Shoal::CallbackService {
   std::map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
 };
 
-// Holds Search calls until `in_flight` of them (or all that remain) are outstanding, then
-// answers them together; records the most ever outstanding. Each query's one hit has id =
-// the query's first value, so the client's ordering can be checked.
+// Holds every Search call it gets, as many as arrive: it answers the held calls together only
+// once at least min(in_flight, remaining) are held and no further call has arrived for
+// kSettle. A client that kept more than `in_flight` outstanding would have them all held here
+// at once (max_outstanding(), rounds()), since nothing is answered while they keep coming.
+// The settle time only gives a broken client's extra calls room to arrive; a correct client
+// sends nothing more until an answer, so its result does not depend on the timing. Each
+// query's one hit has id = the query's first value, so the client's ordering can be checked.
 class HoldingSearchService final : public v1::Shoal::CallbackService {
  public:
+  static constexpr absl::Duration kSettle = absl::Milliseconds(100);
+
   HoldingSearchService(int total_requests, int in_flight)
-      : remaining_(total_requests), in_flight_(in_flight) {}
+      : remaining_(total_requests), in_flight_(in_flight), releaser_([this] { ReleaseLoop(); }) {}
+  ~HoldingSearchService() override {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    releaser_.join();
+  }
 
   int max_outstanding() {
     absl::MutexLock l(&mu_);
@@ -85,6 +100,11 @@ class HoldingSearchService final : public v1::Shoal::CallbackService {
   int requests() {
     absl::MutexLock l(&mu_);
     return requests_;
+  }
+  // How many calls were held at each answer, in order.
+  std::vector<int> rounds() {
+    absl::MutexLock l(&mu_);
+    return rounds_;
   }
 
  private:
@@ -95,28 +115,48 @@ class HoldingSearchService final : public v1::Shoal::CallbackService {
       r->add_ids(uint64_t(q.values(0)));
       r->add_distances(0);
     }
-    std::vector<ServerUnaryReactor*> release;
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    {
-      absl::MutexLock l(&mu_);
-      ++requests_;
-      held_.push_back(reactor);
-      max_outstanding_ = std::max(max_outstanding_, int(held_.size()));
-      if (int(held_.size()) >= std::min(in_flight_, remaining_)) {
-        remaining_ -= int(held_.size());
-        release.swap(held_);
-      }
-    }
-    for (ServerUnaryReactor* r : release) r->Finish(grpc::Status::OK);
+    absl::MutexLock l(&mu_);
+    ++requests_;
+    held_.push_back(reactor);
+    max_outstanding_ = std::max(max_outstanding_, int(held_.size()));
     return reactor;
+  }
+
+  void ReleaseLoop() {
+    absl::MutexLock l(&mu_);
+    while (!stop_ && remaining_ > 0) {
+      auto enough = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || int(held_.size()) >= std::min(in_flight_, remaining_);
+      };
+      mu_.Await(absl::Condition(&enough));
+      if (stop_) return;
+      // Until no call has arrived for kSettle.
+      for (size_t seen = held_.size();; seen = held_.size()) {
+        auto more = [this, seen]()
+                        ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || held_.size() > seen; };
+        if (!mu_.AwaitWithTimeout(absl::Condition(&more), kSettle) || stop_) break;
+      }
+      if (stop_) return;
+      std::vector<ServerUnaryReactor*> release;
+      release.swap(held_);
+      rounds_.push_back(int(release.size()));
+      remaining_ -= int(release.size());
+      mu_.Unlock();
+      for (ServerUnaryReactor* r : release) r->Finish(grpc::Status::OK);
+      mu_.Lock();
+    }
   }
 
   absl::Mutex mu_;
   int remaining_ ABSL_GUARDED_BY(mu_);
   const int in_flight_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
   int max_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> rounds_ ABSL_GUARDED_BY(mu_);
   std::vector<ServerUnaryReactor*> held_ ABSL_GUARDED_BY(mu_);
+  std::thread releaser_;  // last: starts once the fields above are set
 };
 
 class FakeServer {
@@ -215,9 +255,11 @@ TEST(ClientSearchMany, KeepsExactlyInFlightRequestsOutstandingAndAnswersInOrder)
     EXPECT_EQ((*results)[i].hits[0].id, uint64_t(i)) << "query " << i;
   }
   EXPECT_EQ(service.requests(), 21);
-  // The service answers only when min(3, remaining) are held: more would show here, fewer
-  // would never be answered (the watchdog).
-  EXPECT_EQ(service.max_outstanding(), 3);
+  // The service holds whatever arrives and answers only once min(3, remaining) are held and
+  // the calls stopped coming: a fourth outstanding call would be held with the others and
+  // show here; fewer than three would never be answered (the watchdog).
+  EXPECT_EQ(service.max_outstanding(), 3) << "the client kept more or fewer than 3 in flight";
+  EXPECT_EQ(service.rounds(), std::vector<int>(7, 3));
 }
 
 TEST(ClientSearchMany, AnEmptyQuerySetAnswersAtOnce) {

@@ -37,6 +37,9 @@ class HeldIoBackend final : public storage::IoBackend {
     std::function<void()> gate ABSL_GUARDED_BY(mu);
     int at_gate ABSL_GUARDED_BY(mu) = 0;
     int releasing ABSL_GUARDED_BY(mu) = 0;  // threads inside ReleaseAll()
+    // Set by the test (IoSchedulerOptions::on_close_waiting_for_submit): the scheduler's
+    // destructor waits for a Submit() held at the gate.
+    bool owner_waits ABSL_GUARDED_BY(mu) = false;
     std::atomic<int> late_calls{0};
   };
 
@@ -151,6 +154,15 @@ class HeldIoBackend final : public storage::IoBackend {
   void GateNextSubmit(std::function<void()> gate) {
     absl::MutexLock lock(&state_->mu);
     state_->gate = std::move(gate);
+  }
+  // Blocks until either the backend's destruction began or `owner_waits` is set: what a gate
+  // waits for to learn whether its owner waits for the gated Submit() (correct) or destroys
+  // the backend under it (a bug, counted in late_calls). Only uses `state`, not the backend.
+  static void WaitForDestructionOrOwnerWaiting(const std::shared_ptr<State>& state) {
+    State* s = state.get();
+    absl::MutexLock lock(&s->mu);
+    auto decided = [s]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->destroying || s->owner_waits; };
+    s->mu.Await(absl::Condition(&decided));
   }
   // Blocks until a Submit() is inside its gate.
   void WaitAtGate() {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <random>
+#include <set>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/base/cancel.h"
@@ -47,6 +48,7 @@ class HeldSource final : public PartitionSource {
   void Fetch(const PartitionFetch& fetch, FetchDone done) override {
     absl::MutexLock lock(&mu_);
     ++fetches_;
+    fetched_partitions_.insert(fetch.partition);
     held_.push_back({fetch, std::move(done)});
   }
 
@@ -126,6 +128,10 @@ class HeldSource final : public PartitionSource {
     absl::MutexLock lock(&mu_);
     return fetches_;
   }
+  std::set<uint32_t> FetchedPartitions() const {
+    absl::MutexLock lock(&mu_);
+    return fetched_partitions_;
+  }
   int live_pins() const { return live_pins_.load(); }
 
  private:
@@ -139,8 +145,26 @@ class HeldSource final : public PartitionSource {
   std::deque<Held> held_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, absl::Status> failures_ ABSL_GUARDED_BY(mu_);
   uint64_t fetches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<uint32_t> fetched_partitions_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_pins_{0};
 };
+
+// The ids of the k rows of `partition` nearest `q` (L2), by brute force over its raw vectors:
+// what a FLAT search probing only that partition must answer.
+std::vector<uint64_t> ExactInPartition(const InMemorySegment& segment, uint32_t partition,
+                                       const float* q, size_t k) {
+  const size_t dim = segment.model->dim;
+  std::vector<std::pair<float, uint64_t>> all;
+  for (size_t r = 0; r < segment.ids[partition].size(); ++r) {
+    all.push_back(
+        {L2Sqr(q, segment.raw[partition].data() + r * dim, dim), segment.ids[partition][r]});
+  }
+  k = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + long(k), all.end());
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < k; ++i) ids.push_back(all[i].second);
+  return ids;
+}
 
 // The largest number of queries one partition scan scored.
 struct ScanObserver {
@@ -664,19 +688,23 @@ TEST(ScanShare, AfterAReissueAQueryOlderThanTheNewIssuerLeadsItsOwnEntry) {
 
 // Every re-issue goes to a distinct live ticket (a stopped one never becomes live again), so
 // re-issues end without a cap: after ten issuers in a row are cancelled, the eleventh ticket,
-// whose token is fine, still gets the data rather than a failure.
+// whose token is fine, still gets the data rather than a failure. Each ticket has its own
+// member; a cancelled one refuses the data (as a failed IvfSearchJob does), so the data is
+// offered oldest first and must end with the eleventh.
 TEST(ScanShare, ATicketWhoseTokenIsFineOutlivesAnyNumberOfCancelledIssuers) {
   LeaderAndJoiner t;
   auto source = std::make_shared<HeldSource>(t.segment, /*cancel_queued=*/true);
   auto share = std::make_shared<ScanShare>(ScanShare::Options{});
-  auto member = std::make_shared<RecordingMember>();
   const ScanKey key{source.get(), 3};
   const size_t issuers = 10;
   std::vector<std::shared_ptr<CancelToken>> tokens;
+  std::vector<std::shared_ptr<RecordingMember>> members;
   std::shared_ptr<SharedScan> entry;
   for (size_t i = 0; i <= issuers; ++i) {
     tokens.push_back(std::make_shared<CancelToken>());
-    Ticket ticket = MakeTicket(member, i, 1 + i, 1);
+    members.push_back(std::make_shared<RecordingMember>());
+    Ticket ticket = MakeTicket(members.back(), i, 1 + i, 1);
+    ticket.fetch.partition = key.partition;
     ticket.fetch.cancel = tokens.back();
     const PartitionFetch fetch = ticket.fetch;
     auto r = share->Register(key, source, std::move(ticket));
@@ -686,13 +714,24 @@ TEST(ScanShare, ATicketWhoseTokenIsFineOutlivesAnyNumberOfCancelledIssuers) {
   for (size_t i = 0; i < issuers; ++i) {
     ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{1 + i});
     tokens[i]->Cancel();
+    members[i]->accept = false;  // a stopped job refuses the data
     source->CancelQuery(1 + i);  // the issuer's queued read answers CANCELLED: re-issued
   }
-  EXPECT_TRUE(member->failed.empty()) << "a ticket with a fine token failed after re-issues";
+  for (size_t i = 0; i <= issuers; ++i) {
+    EXPECT_TRUE(members[i]->failed.empty()) << "ticket " << i << " failed after re-issues";
+  }
   ASSERT_EQ(source->HeldQuerySeqs(), std::vector<uint64_t>{1 + issuers});
   source->Release(1, nullptr);
-  // The data is offered oldest first: the cancelled tickets' member (a recorder) accepts it.
-  EXPECT_EQ(member->accepted.size(), 1u);
+  // Offered oldest first: each cancelled ticket was offered it once and refused it; the
+  // eleventh took it.
+  for (size_t i = 0; i < issuers; ++i) {
+    EXPECT_EQ(members[i]->accepted, std::vector<size_t>{i}) << "ticket " << i;
+    EXPECT_EQ(members[i]->held.ids, nullptr) << "cancelled ticket " << i << " holds the data";
+  }
+  EXPECT_EQ(members[issuers]->accepted, std::vector<size_t>{issuers});
+  ASSERT_GT(t.segment->ids[3].size(), 0u);
+  EXPECT_EQ(members[issuers]->held.ids, t.segment->ids[3].data())
+      << "the eleventh ticket did not get partition 3's data";
   EXPECT_EQ(share->InFlightFetches(), 0u);
   share->Close(entry);
 }
@@ -792,7 +831,9 @@ TEST(ScanShare, AnIoErrorFailsEveryRequestOnTheEntry) {
 
 // Oldest-first fairness: one hot partition and a stream of requests that all probe it. Each
 // scan of it scores at most max_queries_per_scan queries, and every request answers while new
-// ones keep arriving (the first within a few reads).
+// ones keep arriving: each read of the hot partition (one per round, oldest first) answers the
+// `cap` oldest waiting requests, so request i answers by round i / cap, never after a younger
+// one, and with the brute-force answer of that partition.
 TEST(ScanShare, AHotPartitionsStreamOfJoinersNeitherStarvesOlderRequestsNorGrowsScans) {
   const Data data(2000, 16, 61);
   auto segment =
@@ -821,11 +862,23 @@ TEST(ScanShare, AHotPartitionsStreamOfJoinersNeitherStarvesOlderRequestsNorGrows
       if (answered_in_round[i] == SIZE_MAX && answers.Result(i).ok()) answered_in_round[i] = round;
     }
   }
-  EXPECT_LE(answered_in_round[0], 1u) << "the oldest request waited behind younger joiners";
+  for (size_t i = 0; i < num; ++i) {
+    if (i / cap < rounds) {
+      EXPECT_LE(answered_in_round[i], i / cap)
+          << "request " << i << " waited behind younger joiners";
+    }
+    if (i > 0) {
+      EXPECT_LE(answered_in_round[i - 1], answered_in_round[i])
+          << "request " << i << " answered before the older request " << i - 1;
+    }
+  }
   Drive(executor, *source, answers, nullptr);
+  ASSERT_EQ(source->FetchedPartitions().size(), 1u) << "the requests probe one hot partition";
+  const uint32_t p = *source->FetchedPartitions().begin();
+  const std::vector<uint64_t> exact = ExactInPartition(*segment, p, hot.data(), 10);
   for (size_t i = 0; i < num; ++i) {
     ASSERT_TRUE(answers.Result(i).ok()) << i;
-    EXPECT_EQ(Ids((*answers.Result(i))[0]), Ids((*answers.Result(0))[0]));
+    EXPECT_EQ(Ids((*answers.Result(i))[0]), exact) << "request " << i;
   }
   EXPECT_LE(observer.most.load(), cap);
   EXPECT_EQ(observer.most.load(), cap) << "the hot partition's scans did not fill up";

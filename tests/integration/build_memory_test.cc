@@ -31,12 +31,20 @@ constexpr uint64_t kBuildOverhead = 32ull << 20;
 // in-memory id index (~32 bytes per row), the I/O buffer pool (16 MiB at most), gRPC buffers.
 constexpr uint64_t kServingOverhead = 48ull << 20;
 
+// A "kB" field of /proc/<pid>/status, in bytes. When /proc cannot be read (or has no such
+// field) the test fails and this returns 0; a silent 0 would pass every bound.
 uint64_t StatusField(pid_t pid, const std::string& field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  const std::string path = "/proc/" + std::to_string(pid) + "/status";
+  std::ifstream status(path);
+  if (!status) {
+    ADD_FAILURE() << "cannot read " << path;
+    return 0;
+  }
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
   }
+  ADD_FAILURE() << path << " has no " << field << " line";
   return 0;
 }
 
@@ -69,6 +77,7 @@ class BuildMemoryTest : public ::testing::Test {
                          std::to_string(budget), "--flush-rows", "100000000"});
     if (server == nullptr) return out;
     out.rss_empty = StatusField(server->pid(), "VmRSS");
+    if (HasFailure()) return out;
     Client client(server->addr());
     EXPECT_TRUE(
         client

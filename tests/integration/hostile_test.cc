@@ -9,6 +9,7 @@
 #include <iostream>
 #include <random>
 
+#include "absl/status/statusor.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,13 +29,17 @@ using testing::ShoaldProcess;
 // over (wire, parsed request, WAL record, memtable) plus the runtime.
 constexpr uint64_t kPeakRssBound = 1ull << 30;
 
-uint64_t PeakRssBytes(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+// VmHWM of `pid`; an error when /proc cannot be read or has no such line (a 0 would pass
+// any bound).
+absl::StatusOr<uint64_t> PeakRssBytes(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/status";
+  std::ifstream status(path);
+  if (!status) return absl::NotFoundError("cannot read " + path);
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   }
-  return 0;
+  return absl::NotFoundError(path + " has no VmHWM line");
 }
 
 std::vector<float> Vec(uint32_t dim, float seed) {
@@ -60,9 +65,10 @@ class HostileTest : public ::testing::Test {
   }
 
   void Report(const std::string& step) {
-    const uint64_t peak = PeakRssBytes(server_->pid());
-    std::cout << "peak RSS after " << step << ": " << (peak >> 20) << " MiB" << std::endl;
-    EXPECT_LT(peak, kPeakRssBound) << step;
+    const absl::StatusOr<uint64_t> peak = PeakRssBytes(server_->pid());
+    ASSERT_TRUE(peak.ok()) << step << ": " << peak.status();
+    std::cout << "peak RSS after " << step << ": " << (*peak >> 20) << " MiB" << std::endl;
+    EXPECT_LT(*peak, kPeakRssBound) << step;
   }
 
   void ExpectCorrectSearch(const std::string& collection, uint64_t n) {

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "storage/io/aligned_buffer.h"
+#include "tests/fakes/io_backend_skip.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
@@ -50,10 +51,8 @@ std::string MakeFile(const std::string& path, size_t size) {
 
 std::vector<IoBackendKind> Kinds() { return {IoBackendKind::kPread, IoBackendKind::kUring}; }
 
-std::unique_ptr<IoBackend> Make(IoBackendKind kind, IoCallback cb) {
-  auto backend = NewIoBackend(kind, std::move(cb), 32);
-  if (!backend.ok()) return nullptr;
-  return *std::move(backend);
+absl::StatusOr<std::unique_ptr<IoBackend>> Make(IoBackendKind kind, IoCallback cb) {
+  return NewIoBackend(kind, std::move(cb), 32);
 }
 
 class IoBackendTest : public ::testing::TestWithParam<IoBackendKind> {};
@@ -64,8 +63,9 @@ TEST_P(IoBackendTest, RandomReadsMatchTheFileByteForByte) {
   const std::string data = MakeFile(dir.Sub("f"), 8 << 20);
   const int fd = ::open(dir.Sub("f").c_str(), O_RDONLY);
   Collector collector;
-  auto backend = Make(GetParam(), collector.callback());
-  if (!backend) GTEST_SKIP() << "io_uring refused by this kernel";
+  auto made = Make(GetParam(), collector.callback());
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), made.status());
+  std::unique_ptr<IoBackend> backend = *std::move(made);
   std::mt19937 rng(5);
   std::vector<std::unique_ptr<char[]>> buffers;
   std::vector<IoRead> reads;
@@ -95,8 +95,9 @@ TEST_P(IoBackendTest, ReadsPastEndOfFileReturnWhatThereIs) {
   const std::string data = MakeFile(dir.Sub("f"), 10000);
   const int fd = ::open(dir.Sub("f").c_str(), O_RDONLY);
   Collector collector;
-  auto backend = Make(GetParam(), collector.callback());
-  if (!backend) GTEST_SKIP() << "io_uring refused by this kernel";
+  auto made = Make(GetParam(), collector.callback());
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), made.status());
+  std::unique_ptr<IoBackend> backend = *std::move(made);
   char buf[8192];
   char buf2[16];
   backend->Submit({{fd, 9000, 8192, buf, 1}, {fd, 20000, 16, buf2, 2}});
@@ -114,8 +115,9 @@ TEST_P(IoBackendTest, ErrorsAreReportedPerReadWithoutFailingOthers) {
   const int fd = ::open(dir.Sub("f").c_str(), O_RDONLY);
   const int dir_fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
   Collector collector;
-  auto backend = Make(GetParam(), collector.callback());
-  if (!backend) GTEST_SKIP() << "io_uring refused by this kernel";
+  auto made = Make(GetParam(), collector.callback());
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), made.status());
+  std::unique_ptr<IoBackend> backend = *std::move(made);
   char a[100], b[100], c[100];
   backend->Submit({{fd, 0, 100, a, 1}, {dir_fd, 0, 100, b, 2}, {-1, 0, 100, c, 3}});
   auto results = collector.Wait(3);
@@ -133,8 +135,9 @@ TEST_P(IoBackendTest, DirectIoReadsWithAlignedBuffers) {
   const int fd = ::open(dir.Sub("f").c_str(), O_RDONLY | O_DIRECT);
   if (fd < 0) GTEST_SKIP() << "this filesystem does not support O_DIRECT";
   Collector collector;
-  auto backend = Make(GetParam(), collector.callback());
-  if (!backend) GTEST_SKIP() << "io_uring refused by this kernel";
+  auto made = Make(GetParam(), collector.callback());
+  SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), made.status());
+  std::unique_ptr<IoBackend> backend = *std::move(made);
   BufferPool pool;
   AlignedBuffer buf = pool.Get(64 << 10);
   ASSERT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % kDirectIoAlignment, 0u);

@@ -16,6 +16,7 @@
 #include "storage/io/aligned_buffer.h"
 #include "storage/sched/io_scheduler.h"
 #include "tests/fakes/held_io_backend.h"
+#include "tests/fakes/io_backend_skip.h"
 #include "tests/fakes/random_segment.h"
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
@@ -49,7 +50,7 @@ class UncachedReadsTest : public ::testing::TestWithParam<IoBackendKind> {
       return backend;
     };
     auto scheduler = IoScheduler::Create(options);
-    if (!scheduler.ok()) GTEST_SKIP() << "io_uring refused";
+    SHOAL_SKIP_ONLY_IF_URING_REFUSED(GetParam(), scheduler.status());
     scheduler_ = *std::move(scheduler);
     auto segment =
         Segment::Open(DefaultFileSystem(), dir_.Sub("seg"), 1, scheduler_.get(), cache_.get());
