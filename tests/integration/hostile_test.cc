@@ -86,7 +86,9 @@ class HostileTest : public ::testing::Test {
     const uint64_t peak = PeakRssBytes(server_->pid());
     std::cout << "peak RSS after " << step << ": " << (peak >> 20) << " MiB"
               << (kRssBounded ? "" : " (AddressSanitizer: not bounded)") << std::endl;
-    if (kRssBounded) EXPECT_LT(peak, kPeakRssBound) << step;
+    if (kRssBounded) {
+      EXPECT_LT(peak, kPeakRssBound) << step;
+    }
   }
 
   void ExpectCorrectSearch(const std::string& collection, uint64_t n) {
