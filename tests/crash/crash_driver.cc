@@ -454,9 +454,10 @@ class Harness {
     std::fprintf(stderr,
                  "\nshoal-crash FAILED: seed %lu, %s\n%s\n"
                  "data directory and shoald log kept in %s (rerun: shoal-crash --seed %lu "
-                 "--cycles %d)\n",
+                 "--cycles %d%s%s)\n",
                  (unsigned long)o_.seed, blame_.c_str(), s.ToString().c_str(), o_.work.c_str(),
-                 (unsigned long)o_.seed, o_.cycles);
+                 (unsigned long)o_.seed, o_.cycles, o_.failpoints.empty() ? "" : " --failpoints ",
+                 absl::StrJoin(o_.failpoints, ",").c_str());
     return 1;
   }
 
