@@ -1,6 +1,7 @@
 # Shoal's front door. On a fresh Debian 12 machine:
 #   make run    install what is missing, build, start shoald with the demo collection
-#   make test   install what is missing, build, run every test (release, asan, tsan)
+#   make test   install what is missing, build, run the tests (release, asan, tsan, fuzz;
+#               README's "Development" says which tests run under which)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 DATA ?= ./data
@@ -19,7 +20,7 @@ all: build
 
 help:
 	@echo "make run        build and start shoald on 127.0.0.1:7700 (gRPC) / :7701 (HTTP) with demo data"
-	@echo "make test       every test under release, asan and tsan builds + fuzzing (what CI runs)"
+	@echo "make test       the release tests, then the asan, tsan and fuzz passes (what CI runs)"
 	@echo "make check      release build + tests only (quick loop)"
 	@echo "make build      release binaries into build/bin (shoald, shoalctl)"
 	@echo "make python     the Python SDK (package shoal) into build/python (PYTHONPATH=build/python)"
@@ -85,6 +86,8 @@ test-release: deps
 	$(call build_preset,release)
 	cd build/release && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 600
 
+# recall and release_only tests are left out; crash_test and hostile_test run as their smaller
+# asan_small variants (registered in ASan builds only, tests/CMakeLists.txt).
 test-asan: deps
 	$(call build_preset,asan)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

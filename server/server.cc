@@ -255,11 +255,13 @@ void Server::Shutdown() {
            std::chrono::steady_clock::now() < reads_deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (s.service->scan_fetches_in_flight() > 0) {
+    if (const size_t out = s.service->scan_fetches_in_flight(); out > 0) {
+      const auto cache = s.cache->stats();
       log->error(
-          "{} shared-scan read(s) still in flight after 30s: leaving the I/O scheduler "
-          "and the cache allocated for them",
-          s.service->scan_fetches_in_flight());
+          "shutdown not clean: {} shared-scan read(s) still in flight after 30s ({} cache "
+          "bytes pinned, {} in use); leaving the I/O scheduler and the cache allocated for "
+          "them, exit code {}",
+          out, cache.pinned_bytes, cache.used_bytes, kExitShutdownLeakedState);
       reads_outstanding = true;
     }
   }
@@ -283,10 +285,15 @@ void Server::Shutdown() {
     // memory a late completion would use (the process is exiting anyway).
     static_cast<void>(s.io.release());
     static_cast<void>(s.cache.release());
+    clean_shutdown_ = false;
   }
   s.io.reset();
   s.cache.reset();
-  log->info("shutdown complete");
+  if (clean_shutdown_) {
+    log->info("shutdown complete");
+  } else {
+    log->error("shutdown complete, the I/O scheduler and the cache left allocated");
+  }
 }
 
 absl::StatusOr<bool> Server::ReloadTls() {

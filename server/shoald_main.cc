@@ -111,5 +111,5 @@ int main(int argc, char** argv) {
   }
   log->info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Shutdown();
-  return 0;
+  return server.clean_shutdown() ? 0 : shoal::server::kExitShutdownLeakedState;
 }

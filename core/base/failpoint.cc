@@ -28,14 +28,12 @@ Registry& GetRegistry() {
   return *registry;
 }
 
-bool ValidName(absl::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    if (!ok) return false;
+std::string KnownNames() {
+  std::string names;
+  for (std::string_view name : kFailPointNames) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", absl::string_view(name.data(), name.size()));
   }
-  return true;
+  return names;
 }
 
 absl::StatusOr<FailPointSpec> ParseOne(absl::string_view item) {
@@ -46,9 +44,9 @@ absl::StatusOr<FailPointSpec> ParseOne(absl::string_view item) {
   }
   FailPointSpec spec;
   spec.name = std::string(item.substr(0, colon));
-  if (!ValidName(spec.name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SHOAL_FAILPOINTS: bad failpoint name '", spec.name, "'"));
+  if (!IsFailPointName(spec.name)) {
+    return absl::InvalidArgumentError(absl::StrCat("SHOAL_FAILPOINTS: unknown failpoint '",
+                                                   spec.name, "' (known: ", KnownNames(), ")"));
   }
   absl::string_view action = item.substr(colon + 1);
   if (const size_t at = action.find('@'); at != absl::string_view::npos) {

@@ -15,7 +15,11 @@
 // the process at start-up with exit code 2, so a test never runs with a failpoint it meant to set
 // silently disarmed.
 //
-// The names in use are listed in docs/failpoints.md; tests/crash/ arms each of them.
+// kFailPointNames below is the one list of failpoints: SHOAL_FAILPOINT does not compile with a
+// name it lacks, ParseFailPoints / ArmFailPoints refuse one (so a misspelt SHOAL_FAILPOINTS ends
+// the process with exit code 2 instead of leaving the failpoint silently unarmed),
+// docs/failpoints.md lists exactly these names and every one has a SHOAL_FAILPOINT site
+// (tests/base/failpoint_test.cc checks both), and tests/crash/ arms each of them.
 //
 // Thread-safety: SHOAL_FAILPOINT may run on any thread. ArmFailPoints and DisarmFailPoints may
 // run concurrently with hits (a hit sees the old or the new set).
@@ -24,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,6 +40,25 @@ namespace shoal::core {
 // The exit code of a process a failpoint crashed.
 inline constexpr int kFailPointExitCode = 86;
 
+// Every failpoint there is, in the order of docs/failpoints.md's table. A new one is added here,
+// to that table, and to the crash harness's per-failpoint bound (tests/crash/crash_driver.cc).
+inline constexpr std::string_view kFailPointNames[] = {
+    "wal.after_write",           "wal.after_sync",           "wal.rotate",
+    "flush.after_freeze",        "build.after_freeze",       "build.after_train",
+    "segment.mid_file",          "segment.before_meta",      "build.before_install",
+    "flush.before_install",      "merge.before_install",     "manifest.before_current",
+    "manifest.before_rename",    "manifest.before_dir_sync", "manifest.before_old_removed",
+    "cleanup.between_deletions", "merge.after_install",      "recovery.between_removals",
+    "recovery.after_replay",
+};
+
+constexpr bool IsFailPointName(std::string_view name) {
+  for (std::string_view known : kFailPointNames) {
+    if (known == name) return true;
+  }
+  return false;
+}
+
 enum class FailPointAction { kCrash };
 
 struct FailPointSpec {
@@ -45,8 +69,8 @@ struct FailPointSpec {
   bool operator==(const FailPointSpec&) const = default;
 };
 
-// Parses "name:crash[@N][,name:crash[@N]...]"; "" is no failpoint. Names are
-// [A-Za-z0-9_.-]+ and may appear once; N >= 1.
+// Parses "name:crash[@N][,name:crash[@N]...]"; "" is no failpoint. Each name must be in
+// kFailPointNames (InvalidArgument naming it otherwise) and may appear once; N >= 1.
 absl::StatusOr<std::vector<FailPointSpec>> ParseFailPoints(absl::string_view spec);
 
 // Replaces the armed set (and zeroes every hit count) with `spec`; on a parse error nothing
@@ -64,9 +88,12 @@ void Hit(absl::string_view name);
 
 }  // namespace shoal::core
 
-// Marks a failpoint. `name` is a string literal such as "wal.after_write".
+// Marks a failpoint. `name` is a string literal such as "wal.after_write", listed in
+// kFailPointNames (checked at compile time).
 #define SHOAL_FAILPOINT(name)                                                       \
   do {                                                                              \
+    static_assert(::shoal::core::IsFailPointName(name),                             \
+                  "SHOAL_FAILPOINT(" #name "): not in kFailPointNames");            \
     if (::shoal::core::failpoint_internal::armed.load(std::memory_order_relaxed)) { \
       ::shoal::core::failpoint_internal::Hit(name);                                 \
     }                                                                               \

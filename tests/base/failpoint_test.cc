@@ -1,5 +1,16 @@
 #include "core/base/failpoint.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -8,6 +19,19 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+std::set<std::string> RegisteredNames() {
+  std::set<std::string> names;
+  for (std::string_view name : kFailPointNames) names.emplace(name);
+  return names;
+}
+
+std::string ReadSourceFile(const std::string& relative) {
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/" + relative);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 class FailPointTest : public ::testing::Test {
  protected:
@@ -29,8 +53,9 @@ TEST_F(FailPointTest, ParsesNamesActionsAndNthHits) {
 }
 
 TEST_F(FailPointTest, RejectsMalformedSpecsNamingTheBadPart) {
-  for (const char* bad : {"wal.after_write", "wal.after_write:explode", "x:crash@0", "x:crash@two",
-                          ":crash", "a b:crash", "x:crash,x:crash@2", "x:crash,"}) {
+  for (const char* bad :
+       {"wal.after_write", "wal.after_write:explode", "wal.rotate:crash@0", "wal.rotate:crash@two",
+        ":crash", "wal rotate:crash", "wal.rotate:crash,wal.rotate:crash@2", "wal.rotate:crash,"}) {
     auto parsed = ParseFailPoints(bad);
     EXPECT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -38,19 +63,64 @@ TEST_F(FailPointTest, RejectsMalformedSpecsNamingTheBadPart) {
   }
 }
 
+// A misspelt name would otherwise arm nothing, and a crash test would pass without crashing.
+TEST_F(FailPointTest, RefusesAnUnknownNameNamingIt) {
+  auto parsed = ParseFailPoints("wal.after_write:crash,wal.after_wirte:crash@2");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("unknown failpoint 'wal.after_wirte'"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("wal.after_write"));  // the known ones listed
+
+  ASSERT_TRUE(ArmFailPoints("wal.rotate:crash@5").ok());
+  absl::Status armed = ArmFailPoints("wal.after_wirte:crash");
+  EXPECT_EQ(armed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(armed.message(), HasSubstr("'wal.after_wirte'"));
+  SHOAL_FAILPOINT("wal.rotate");  // the earlier set is still armed
+  EXPECT_EQ(FailPointHits("wal.rotate"), 1u);
+  EXPECT_EQ(FailPointHits("wal.after_wirte"), 0u);
+}
+
+// SHOAL_FAILPOINTS is read before main(): a process given an unknown name ends at start-up with
+// exit code 2 and the name on stderr. This binary, re-run with one, shows it.
+TEST_F(FailPointTest, AnUnknownNameInTheEnvironmentEndsTheProcessWithExitCodeTwo) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDERR_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    char* const env[] = {const_cast<char*>("SHOAL_FAILPOINTS=manifest.before_renmae:crash"),
+                         nullptr};
+    execle("/proc/self/exe", "base_test", "--gtest_list_tests", static_cast<char*>(nullptr), env);
+    _exit(127);
+  }
+  close(out[1]);
+  std::string output;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;) output.append(buf, size_t(n));
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << output;
+  EXPECT_THAT(output, HasSubstr("unknown failpoint 'manifest.before_renmae'"));
+}
+
 TEST_F(FailPointTest, AFailedArmLeavesTheArmedSetAlone) {
-  ASSERT_TRUE(ArmFailPoints("kept:crash@5").ok());
-  EXPECT_FALSE(ArmFailPoints("kept:bogus").ok());
-  SHOAL_FAILPOINT("kept");
-  EXPECT_EQ(FailPointHits("kept"), 1u);
+  ASSERT_TRUE(ArmFailPoints("wal.rotate:crash@5").ok());
+  EXPECT_FALSE(ArmFailPoints("wal.rotate:bogus").ok());
+  SHOAL_FAILPOINT("wal.rotate");
+  EXPECT_EQ(FailPointHits("wal.rotate"), 1u);
 }
 
 TEST_F(FailPointTest, UnarmedFailPointsAreInert) {
-  SHOAL_FAILPOINT("never.armed");
-  EXPECT_EQ(FailPointHits("never.armed"), 0u);
-  ASSERT_TRUE(ArmFailPoints("other:crash@9").ok());
-  SHOAL_FAILPOINT("never.armed");  // armed set is non-empty, but not this name
-  EXPECT_EQ(FailPointHits("never.armed"), 0u);
+  SHOAL_FAILPOINT("merge.after_install");
+  EXPECT_EQ(FailPointHits("merge.after_install"), 0u);
+  ASSERT_TRUE(ArmFailPoints("wal.rotate:crash@9").ok());
+  SHOAL_FAILPOINT("merge.after_install");  // armed set is non-empty, but not this name
+  EXPECT_EQ(FailPointHits("merge.after_install"), 0u);
 }
 
 TEST_F(FailPointTest, CrashEndsTheProcessAtTheFirstHitWithItsExitCode) {
@@ -64,22 +134,60 @@ TEST_F(FailPointTest, CrashEndsTheProcessAtTheFirstHitWithItsExitCode) {
 }
 
 TEST_F(FailPointTest, CrashAtNthHitLetsEarlierHitsPass) {
-  ASSERT_TRUE(ArmFailPoints("segment.write.mid_file:crash@3").ok());
-  SHOAL_FAILPOINT("segment.write.mid_file");
-  SHOAL_FAILPOINT("segment.write.mid_file");
-  EXPECT_EQ(FailPointHits("segment.write.mid_file"), 2u);
-  EXPECT_EXIT(SHOAL_FAILPOINT("segment.write.mid_file"),
-              ::testing::ExitedWithCode(kFailPointExitCode),
-              "failpoint segment.write.mid_file hit 3: crashing");
+  ASSERT_TRUE(ArmFailPoints("segment.mid_file:crash@3").ok());
+  SHOAL_FAILPOINT("segment.mid_file");
+  SHOAL_FAILPOINT("segment.mid_file");
+  EXPECT_EQ(FailPointHits("segment.mid_file"), 2u);
+  EXPECT_EXIT(SHOAL_FAILPOINT("segment.mid_file"), ::testing::ExitedWithCode(kFailPointExitCode),
+              "failpoint segment.mid_file hit 3: crashing");
 }
 
 TEST_F(FailPointTest, DisarmingStopsCountingAndCrashing) {
-  ASSERT_TRUE(ArmFailPoints("x:crash@2").ok());
-  SHOAL_FAILPOINT("x");
+  ASSERT_TRUE(ArmFailPoints("wal.rotate:crash@2").ok());
+  SHOAL_FAILPOINT("wal.rotate");
   DisarmFailPoints();
-  SHOAL_FAILPOINT("x");
-  SHOAL_FAILPOINT("x");
-  EXPECT_EQ(FailPointHits("x"), 0u);
+  SHOAL_FAILPOINT("wal.rotate");
+  SHOAL_FAILPOINT("wal.rotate");
+  EXPECT_EQ(FailPointHits("wal.rotate"), 0u);
+}
+
+// docs/failpoints.md's table names exactly the registered failpoints (a row may name several).
+TEST(FailPointRegistry, TheDocsTableListsExactlyTheRegisteredNames) {
+  const std::string doc = ReadSourceFile("docs/failpoints.md");
+  ASSERT_FALSE(doc.empty()) << "cannot read docs/failpoints.md under " << SHOAL_SOURCE_DIR;
+  std::set<std::string> documented;
+  std::istringstream lines(doc);
+  const std::regex name("`([a-z0-9_.]+)`");
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;  // a row of the table
+    const std::string first_cell = line.substr(1, line.find('|', 1) - 1);
+    for (std::sregex_iterator m(first_cell.begin(), first_cell.end(), name), end; m != end; ++m) {
+      documented.insert((*m)[1]);
+    }
+  }
+  EXPECT_EQ(documented, RegisteredNames());
+}
+
+// Every registered failpoint marks a step somewhere in core/, storage/ or server/: one that was
+// removed from the code would otherwise stay armable and never fire.
+TEST(FailPointRegistry, EveryRegisteredNameHasASite) {
+  std::set<std::string> sites;
+  const std::regex site("SHOAL_FAILPOINT\\(\"([a-z0-9_.]+)\"\\)");
+  for (const char* dir : {"core", "storage", "server"}) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             std::filesystem::path(SHOAL_SOURCE_DIR) / dir)) {
+      const std::string ext = entry.path().extension();
+      if (ext != ".cc" && ext != ".h") continue;
+      std::ifstream in(entry.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      const std::string text = ss.str();
+      for (std::sregex_iterator m(text.begin(), text.end(), site), end; m != end; ++m) {
+        sites.insert((*m)[1]);
+      }
+    }
+  }
+  EXPECT_EQ(sites, RegisteredNames());
 }
 
 }  // namespace

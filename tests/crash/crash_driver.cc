@@ -6,11 +6,17 @@
 // through SHOAL_FAILPOINTS (core/base/failpoint.h), or at a random moment. A last start checks the
 // last cycle.
 //
-//   shoal-crash --cycles 20 --seed 1 [--shoald build/bin/shoald] [--work DIR] [--keep]
+//   shoal-crash --cycles 20 --seed 1 [--failpoints NAME,...] [--shoald build/bin/shoald]
+//               [--work DIR] [--keep]
 //
-// The first `number of failpoints` cycles arm each failpoint once (in an order the seed picks);
-// later cycles arm a random one, or none (a timed kill), one time in four. Exit 0 when every
-// check held; on a failure, 1 with the seed, the cycle and the failpoint.
+// A rotation arms every failpoint (or those --failpoints names) once, in an order the seed picks,
+// each in a cycle whose workload reaches it (Harness::Eligible); one that was armed and did not
+// fire is armed again, at its first hit, after the rest of the rotation. Once each has fired,
+// cycles arm a random one, or none (a timed kill), one time in four. With 20 cycles (ctest's
+// crash_test) the rotation covers every failpoint. Exit 0 when every check held and every armed
+// failpoint fired at least once; 1 on a failure, with the seed, the cycle and the failpoint; 2 on
+// bad arguments, an unknown failpoint name among them (core/base/failpoint.h's kFailPointNames is
+// the list).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +28,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +36,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/base/failpoint.h"
 #include "tests/crash/crash_model.h"
 #include "tests/support/local_shoald.h"
@@ -39,8 +48,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// Every failpoint in storage/ (docs/failpoints.md), with the highest hit a cycle arms it at:
-// a crash at a later hit lands at a different moment of the run.
+// Every failpoint (core/base/failpoint.h's kFailPointNames, docs/failpoints.md), with the highest
+// hit a cycle arms it at: a crash at a later hit lands at a different moment of the run. The
+// harness refuses to start (exit 2) when this table and kFailPointNames disagree.
 struct FailPointDef {
   const char* name;
   uint64_t max_nth;
@@ -81,6 +91,7 @@ constexpr uint64_t kIdsPerWriter = 150;
 struct Options {
   int cycles = 20;
   uint64_t seed = 0;
+  std::vector<std::string> failpoints;  // the rotation's; empty: every one
   std::string shoald;
   std::string work;
   bool keep = false;
@@ -243,25 +254,31 @@ class Harness {
     }
     data_dir_ = o_.work + "/data";
     std::filesystem::create_directories(data_dir_);
-    for (const FailPointDef& f : kFailPoints) order_.push_back(&f);
-    std::shuffle(order_.begin(), order_.end(), rng_);
-    // Orphans to remove at start are certain only after some crashes: in the first pass,
-    // recovery.between_removals follows manifest.before_old_removed (an old manifest is left).
-    auto named = [&](const char* name) {
-      return std::find_if(order_.begin(), order_.end(),
-                          [&](const FailPointDef* f) { return std::string(f->name) == name; });
-    };
-    const FailPointDef* removals = *named("recovery.between_removals");
-    order_.erase(named("recovery.between_removals"));
-    order_.insert(named("manifest.before_old_removed") + 1, removals);
+    for (const FailPointDef& f : kFailPoints) {
+      if (o_.failpoints.empty() ||
+          std::find(o_.failpoints.begin(), o_.failpoints.end(), f.name) != o_.failpoints.end()) {
+        rotation_.push_back(&f);
+      }
+    }
+    std::shuffle(rotation_.begin(), rotation_.end(), rng_);
+    pending_ = rotation_;
   }
 
   int Run() {
     for (int cycle = 0; cycle < o_.cycles; ++cycle) {
-      const FailPointDef* fp = PickFailPoint(cycle);
+      const auto [fp, nth] = PickFailPoint();
       std::string armed;
-      if (fp) armed = absl::StrCat(fp->name, ":crash@", 1 + rng_() % fp->max_nth);
+      if (fp) armed = absl::StrCat(fp->name, ":crash@", nth);
       if (absl::Status s = Cycle(cycle, armed); !s.ok()) return Fail(s);
+      if (!fp) continue;
+      // Fired: done. Missed: to the back of the rotation, so one that never fires does not
+      // keep the others from their cycles.
+      const bool was_pending = std::find(pending_.begin(), pending_.end(), fp) != pending_.end();
+      pending_.erase(std::remove(pending_.begin(), pending_.end(), fp), pending_.end());
+      if (last_fired_ != fp->name) {
+        missed_.insert(fp->name);
+        if (was_pending) pending_.push_back(fp);
+      }
     }
     if (absl::Status s = Cycle(o_.cycles, "", /*last=*/true); !s.ok()) {
       return Fail(s);
@@ -273,10 +290,53 @@ class Harness {
   }
 
  private:
-  const FailPointDef* PickFailPoint(int cycle) {
-    if (size_t(cycle) < order_.size()) return order_[cycle];
-    if (rng_() % 4 == 0) return nullptr;
-    return order_[rng_() % order_.size()];
+  static const FailPointDef* Named(absl::string_view name) {
+    for (const FailPointDef& f : kFailPoints) {
+      if (f.name == name) return &f;
+    }
+    return nullptr;
+  }
+
+  // Whether this cycle's workload (or, for recovery.*, its start) certainly reaches `f`. Every
+  // step of storage/ runs in every cycle's workload (the writers append to the WAL; Flush and
+  // BuildIndex freeze, write segments in groups, install manifests and clean up; flat_a is
+  // never rebuilt, so its flushes pass four segments and merge within a cycle) except two that
+  // run at start-up only:
+  // - recovery.after_replay runs once per collection opened: before every collection exists
+  //   (a cycle-0 start has none, and a manifest.* crash can cut the creates short) a start may
+  //   not reach its Nth hit.
+  // - recovery.between_removals runs once per leftover file removed: only a crash at
+  //   manifest.before_old_removed is certain to leave one (the old MANIFEST-<n>), so it is armed
+  //   in the cycle right after that one fired.
+  bool Eligible(const FailPointDef& f) const {
+    const absl::string_view name = f.name;
+    if (name == "recovery.after_replay") {
+      return std::all_of(models_.begin(), models_.end(),
+                         [](const CollectionModel& m) { return m.created; });
+    }
+    if (name == "recovery.between_removals") return last_fired_ == "manifest.before_old_removed";
+    return true;
+  }
+
+  // The rotation: the first failpoint that has not fired yet and this cycle reaches (at a random
+  // hit, or at the first if it was armed before and missed: those go last); when only
+  // recovery.between_removals is left, its set-up, manifest.before_old_removed; once every one
+  // has fired, a random one, or none (a timed kill) one time in four.
+  std::pair<const FailPointDef*, uint64_t> PickFailPoint() {
+    auto at = [&](const FailPointDef* f) {
+      return std::make_pair(f, missed_.count(f->name) ? 1 : 1 + rng_() % f->max_nth);
+    };
+    const FailPointDef* removals = Named("recovery.between_removals");
+    const bool removals_pending =
+        std::find(pending_.begin(), pending_.end(), removals) != pending_.end();
+    if (removals_pending && Eligible(*removals)) return at(removals);  // its chance is now
+    for (const FailPointDef* f : pending_) {
+      if (Eligible(*f)) return at(f);
+    }
+    if (removals_pending) return at(Named("manifest.before_old_removed"));
+    if (!pending_.empty()) return {nullptr, 0};  // a timed kill; the next cycle may reach them
+    if (rng_() % 4 == 0) return {nullptr, 0};
+    return at(rotation_[rng_() % rotation_.size()]);
   }
 
   absl::StatusOr<std::unique_ptr<LocalShoald>> StartShoald(const std::string& armed) {
@@ -291,6 +351,7 @@ class Harness {
   // cycle ends with a timed kill.
   absl::Status Cycle(int cycle, std::string armed, bool last = false) {
     std::string name = armed.substr(0, armed.find(':'));
+    last_fired_.clear();
     if (!name.empty()) ++totals_.fp[name].first;
     auto started = StartShoald(armed);
     // A failure from here to the end of Verify is the previous crash's.
@@ -299,6 +360,7 @@ class Harness {
     if (at_start && !started.ok() &&
         started.status().message().find("failpoint " + name + " hit") != std::string::npos) {
       ++totals_.fp[name].second;
+      last_fired_ = name;
       last_crash_ = blame_ = absl::StrCat(last_crash_, ", then cycle ", cycle, ", ", armed,
                                           " while recovering from it");
       std::printf("cycle %d: %s (during recovery)\n", cycle, armed.c_str());
@@ -332,7 +394,7 @@ class Harness {
     Workload(cycle, *server, !armed.empty());
     const std::string log = server->ReadLog().substr(log_before);
     const size_t at = log.find("failpoint " + name + " hit");
-    if (!name.empty() && at != std::string::npos) ++totals_.fp[name].second;
+    if (!name.empty() && at != std::string::npos) ++totals_.fp[name].second, last_fired_ = name;
     if (absl::Status s = Fatal(log); !s.ok()) return s;
     last_crash_ = absl::StrCat("cycle ", cycle, ", ", armed.empty() ? "timed kill -9" : armed,
                                !armed.empty() && at == std::string::npos ? " (not reached)" : "");
@@ -392,9 +454,10 @@ class Harness {
     std::fprintf(stderr,
                  "\nshoal-crash FAILED: seed %lu, %s\n%s\n"
                  "data directory and shoald log kept in %s (rerun: shoal-crash --seed %lu "
-                 "--cycles %d)\n",
+                 "--cycles %d%s%s)\n",
                  (unsigned long)o_.seed, blame_.c_str(), s.ToString().c_str(), o_.work.c_str(),
-                 (unsigned long)o_.seed, o_.cycles);
+                 (unsigned long)o_.seed, o_.cycles, o_.failpoints.empty() ? "" : " --failpoints ",
+                 absl::StrJoin(o_.failpoints, ",").c_str());
     return 1;
   }
 
@@ -419,16 +482,30 @@ class Harness {
     }
   }
 
-  // A failpoint armed again and again that never fires was renamed, moved off the path the
-  // workload takes, or misspelt here: the harness would then test nothing at that step.
-  // (Recovery failpoints legitimately miss: a start may find nothing to remove.)
+  // Every failpoint armed is armed in a cycle that reaches it (Eligible), and one that missed
+  // is armed again at its first hit: one that still never fired was moved off the path the
+  // workload takes (or the workload stopped taking it), and the harness would test nothing at
+  // that step. With as many cycles as the rotation has failpoints, every one must have been
+  // armed.
   absl::Status CheckEveryFailPointFired() {
+    std::vector<std::string> silent, unarmed;
     for (const FailPointDef& f : kFailPoints) {
       const auto [armed, hit] = totals_.fp[f.name];
-      if (armed >= 3 && hit == 0 && !absl::StartsWith(f.name, "recovery.")) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("failpoint ", f.name, " was armed ", armed, " times and never fired"));
+      if (armed > 0 && hit == 0) silent.push_back(absl::StrCat(f.name, " (armed ", armed, ")"));
+    }
+    if (size_t(o_.cycles) >= rotation_.size()) {
+      for (const FailPointDef* f : rotation_) {
+        if (totals_.fp[f->name].first == 0) unarmed.push_back(f->name);
       }
+    }
+    if (!silent.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("armed and never fired: ", absl::StrJoin(silent, ", ")));
+    }
+    if (!unarmed.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("never armed in ", o_.cycles,
+                       " cycles (misses were re-armed): ", absl::StrJoin(unarmed, ", ")));
     }
     return absl::OkStatus();
   }
@@ -441,12 +518,47 @@ class Harness {
   std::mt19937_64 rng_;
   std::vector<CollectionModel> models_;
   std::string data_dir_;
-  std::vector<const FailPointDef*> order_;
+  std::vector<const FailPointDef*> rotation_;  // shuffled by the seed
+  std::vector<const FailPointDef*> pending_;   // of rotation_, in order: not fired yet
+  std::set<std::string> missed_;               // armed in a cycle that ended without them
+  std::string last_fired_;                     // the failpoint that fired in the last cycle
   std::string last_crash_ = "first start (no crash yet)";
   std::string blame_;
   std::atomic<uint64_t> seq_{0};
   Counts totals_;
 };
+
+// kFailPoints and core's registry name the same failpoints, and --failpoints only those: a
+// misspelt name is refused rather than never armed.
+absl::Status CheckFailPointNames(const std::vector<std::string>& chosen) {
+  for (const FailPointDef& f : kFailPoints) {
+    if (!core::IsFailPointName(f.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kFailPoints names '", f.name, "', which kFailPointNames does not"));
+    }
+  }
+  auto bounded = [](absl::string_view name) {
+    return std::any_of(std::begin(kFailPoints), std::end(kFailPoints),
+                       [&](const FailPointDef& f) { return f.name == name; });
+  };
+  for (std::string_view known : core::kFailPointNames) {
+    const absl::string_view name(known.data(), known.size());
+    if (!bounded(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("failpoint '", name, "' has no entry (a highest hit) in kFailPoints"));
+    }
+  }
+  for (const std::string& name : chosen) {
+    if (!core::IsFailPointName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--failpoints: unknown failpoint '", name, "' (known: ",
+                       absl::StrJoin(core::kFailPointNames, ", ",
+                                     [](std::string* out, std::string_view n) { out->append(n); }),
+                       ")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
@@ -460,6 +572,8 @@ Options ParseArgs(int argc, char** argv) {
       ++i;
     } else if (a == "--seed" && absl::SimpleAtoi(v, &o.seed)) {
       ++i;
+    } else if (a == "--failpoints" && *v != '\0') {
+      o.failpoints = absl::StrSplit(v, ','), ++i;
     } else if (a == "--shoald") {
       o.shoald = v, ++i;
     } else if (a == "--work") {
@@ -468,10 +582,14 @@ Options ParseArgs(int argc, char** argv) {
       o.keep = true;
     } else {
       std::fprintf(stderr,
-                   "usage: shoal-crash [--cycles N] [--seed S] [--shoald PATH] "
-                   "[--work DIR] [--keep]\n");
+                   "usage: shoal-crash [--cycles N] [--seed S] [--failpoints NAME,...] "
+                   "[--shoald PATH] [--work DIR] [--keep]\n");
       std::exit(2);
     }
+  }
+  if (absl::Status s = CheckFailPointNames(o.failpoints); !s.ok()) {
+    std::fprintf(stderr, "shoal-crash: %s\n", std::string(s.message()).c_str());
+    std::exit(2);
   }
   if (o.work.empty()) {
     char tmpl[] = "/tmp/shoal-crash-XXXXXX";

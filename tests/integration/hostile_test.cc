@@ -1,10 +1,13 @@
-// Hostile requests against one real shoald, watching its peak RSS (issue #10 §1; release pass
-// only: label release_only). Each request is refused with the right code and the field or
-// limit named, the server keeps answering correctly, and VmHWM stays under kPeakRssBound.
+// Hostile requests against one real shoald, watching its peak RSS (issue #10 §1; label
+// release_only). Each request is refused with the right code and the field or limit named, the
+// server keeps answering correctly, and VmHWM stays under kPeakRssBound. The ASan pass runs it
+// as hostile_test_asan_small (SHOAL_TEST_SIZE=small: fewer mutated payloads) without the RSS
+// bound (kRssBounded).
 // Measured before the request limits: one Search of 10000 queries x k 10000 on a 4000-vector
 // collection drove shoald to 9.3 GB.
 #include <grpcpp/generic/generic_stub.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -28,6 +31,26 @@ using testing::ShoaldProcess;
 // Peak RSS the whole sequence may reach: the largest legal message (64 MiB) held a few times
 // over (wire, parsed request, WAL record, memtable) plus the runtime.
 constexpr uint64_t kPeakRssBound = 1ull << 30;
+// Under AddressSanitizer shoald's RSS holds the sanitizer's shadow memory and its quarantine of
+// freed blocks, so kPeakRssBound says nothing about Shoal: that build prints the peaks and
+// asserts the rest (codes, messages, correct answers, no ASan report, a clean exit).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssBounded = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kRssBounded = false;
+#else
+constexpr bool kRssBounded = true;
+#endif
+#else
+constexpr bool kRssBounded = true;
+#endif
+
+// SHOAL_TEST_SIZE=small (the ASan pass): fewer mutated payloads; every other step as in release.
+bool SmallRun() {
+  const char* size = std::getenv("SHOAL_TEST_SIZE");
+  return size != nullptr && std::string(size) == "small";
+}
 
 // VmHWM of `pid`; an error when /proc cannot be read or has no such line (a 0 would pass
 // any bound).
@@ -67,8 +90,11 @@ class HostileTest : public ::testing::Test {
   void Report(const std::string& step) {
     const absl::StatusOr<uint64_t> peak = PeakRssBytes(server_->pid());
     ASSERT_TRUE(peak.ok()) << step << ": " << peak.status();
-    std::cout << "peak RSS after " << step << ": " << (*peak >> 20) << " MiB" << std::endl;
-    EXPECT_LT(*peak, kPeakRssBound) << step;
+    std::cout << "peak RSS after " << step << ": " << (*peak >> 20) << " MiB"
+              << (kRssBounded ? "" : " (AddressSanitizer: not bounded)") << std::endl;
+    if (kRssBounded) {
+      EXPECT_LT(*peak, kPeakRssBound) << step;
+    }
   }
 
   void ExpectCorrectSearch(const std::string& collection, uint64_t n) {
@@ -223,7 +249,8 @@ TEST_F(HostileTest, NoRequestTakesTheServerDown) {
   std::mt19937_64 rng(20261201);
   const auto seeds = Seeds();
   int refused = 0;
-  for (int i = 0; i < 1500; ++i) {
+  const int mutations = SmallRun() ? 300 : 1500;
+  for (int i = 0; i < mutations; ++i) {
     const auto& [method, bytes] = seeds[size_t(i) % seeds.size()];
     grpc::Status r = RawCall(*stub_, method, Mutate(bytes, rng));
     if (r.ok()) continue;
@@ -233,14 +260,15 @@ TEST_F(HostileTest, NoRequestTakesTheServerDown) {
     EXPECT_NE(r.error_code(), grpc::StatusCode::INTERNAL) << method << ": " << r.error_message();
     EXPECT_FALSE(r.error_message().empty()) << method << " answered " << r.error_code();
   }
-  std::cout << refused << " of 1500 mutated requests refused, each with a message" << std::endl;
+  std::cout << refused << " of " << mutations << " mutated requests refused, each with a message"
+            << std::endl;
   EXPECT_TRUE(client_->DescribeCollection("c").ok());
   ASSERT_TRUE(client_->CreateCollection({"after", 4, Metric::kL2, {IndexType::kFlat}}).ok());
   std::vector<Point> after;
   for (uint64_t i = 0; i < 100; ++i) after.push_back({i, Vec(4, float(i)), {}});
   ASSERT_TRUE(client_->Upsert("after", after).ok());
   ExpectCorrectSearch("after", 100);
-  Report("1500 mutated payloads");
+  Report(std::to_string(mutations) + " mutated payloads");
 }
 
 }  // namespace

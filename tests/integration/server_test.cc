@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -517,6 +518,24 @@ TEST(ServerIo, TheIoBackendCanBeForcedAndIsExported) {
   const int status = pclose(p);
   EXPECT_NE(WEXITSTATUS(status), 0);
   EXPECT_THAT(std::string(buf, n), HasSubstr("io.backend"));
+}
+
+// A misspelt failpoint in SHOAL_FAILPOINTS would leave a crash test running with nothing armed:
+// shoald refuses it before main() runs, with exit code 2 and the name on stderr.
+TEST(ServerStartup, AnUnknownFailPointEndsStartUpWithExitCodeTwoNamingIt) {
+  testing::TempDir dir;
+  const std::string cmd = "SHOAL_FAILPOINTS=wal.after_write:crash@3,wal.after_wirte:crash " +
+                          testing::BinDir() + "/shoald --data-dir " + dir.Sub("d") + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+  EXPECT_THAT(out, HasSubstr("unknown failpoint 'wal.after_wirte'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("d"))) << "shoald got as far as its data dir";
 }
 
 // 8-bit PQ cannot train on 100 rows (FAISS throws; before, the throw ended shoald in

@@ -1,6 +1,11 @@
 // ShoaldProcess: the real shoald binary for integration tests — LocalShoald (tests/support/) with
 // failures reported to GoogleTest. The binary comes from $SHOAL_BIN_DIR (set by ctest).
 //
+// A shoald still running when its ShoaldProcess is destroyed gets SIGTERM, and the test fails
+// unless it exits 0: a shutdown that hangs, crashes, or has to leave state allocated (exit code
+// 3, server/server.h's kExitShutdownLeakedState: a read still at the disk) fails the test that
+// caused it. A test that kills shoald on purpose uses Kill9().
+//
 // Thread-safety: none; one test thread owns it.
 #pragma once
 
@@ -49,13 +54,28 @@ class ShoaldProcess {
     return std::unique_ptr<ShoaldProcess>(new ShoaldProcess(*std::move(server)));
   }
 
+  ~ShoaldProcess() {
+    if (!server_->running()) return;
+    const int code = server_->Terminate();
+    EXPECT_EQ(code, 0) << "shoald did not exit cleanly after SIGTERM (3: shutdown left state "
+                          "allocated, -1: killed or signalled); its log ends:\n"
+                       << LogTail();
+  }
+  ShoaldProcess(const ShoaldProcess&) = delete;
+  ShoaldProcess& operator=(const ShoaldProcess&) = delete;
+
   std::string addr() const { return server_->grpc_addr(); }
   int grpc_port() const { return server_->grpc_port(); }
   int http_port() const { return server_->http_port(); }
   pid_t pid() const { return server_->pid(); }
   std::string log() const { return server_->ReadLog(); }
+  std::string LogTail() const {
+    const std::string all = log();
+    return all.size() <= 4000 ? all : all.substr(all.size() - 4000);
+  }
 
-  // SIGTERM and wait; returns the exit status (-1 when it had to be killed).
+  // SIGTERM and wait; returns the exit status (-1 when it had to be killed). The caller checks
+  // it (the destructor's check applies only to a shoald still running).
   int Terminate() { return server_->Terminate(); }
   // SIGKILL: a crash, no shutdown code runs.
   void Kill9() { server_->Kill9(); }

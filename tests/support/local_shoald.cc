@@ -36,7 +36,12 @@ absl::StatusOr<std::unique_ptr<LocalShoald>> LocalShoald::Start(LocalShoaldOptio
 }
 
 LocalShoald::~LocalShoald() {
-  if (pid_ > 0) Terminate();
+  if (pid_ <= 0) return;
+  const pid_t pid = pid_;
+  if (const int code = Terminate(); code != 0) {
+    std::fprintf(stderr, "shoald pid %d exited with %d after SIGTERM, not 0. Log tail:\n%s\n",
+                 static_cast<int>(pid), code, Tail(ReadLog(), 4000).c_str());
+  }
 }
 
 std::string LocalShoald::ReadLog() const { return ReadWholeFile(log_path()); }

@@ -32,7 +32,9 @@ class LocalShoald {
  public:
   // Starts shoald and waits until it serves; the error carries the tail of its log.
   static absl::StatusOr<std::unique_ptr<LocalShoald>> Start(LocalShoaldOptions options);
-  ~LocalShoald();  // SIGTERM and wait, if still running
+  // SIGTERM and wait, if still running; an exit status other than 0 is reported on stderr
+  // (a destructor cannot fail the caller: tests use ShoaldProcess, which does).
+  ~LocalShoald();
   LocalShoald(const LocalShoald&) = delete;
   LocalShoald& operator=(const LocalShoald&) = delete;
 
