@@ -403,8 +403,8 @@ inline FreeEntry(e) {
    CANCELLED / DEADLINE_EXCEEDED because the issuer stopped (its token, or it left) while some
    ticket's token is fine: @mirrors SharedScan::Issue core/index/scan_share.cc again with the
    oldest live ticket's PartitionFetch (no cap: each re-issue needs its issuer to stop, and a
-   stopped ticket is never chosen again, so at most NREQ here). Else the entry closes and every ticket's job
-   gets FailShared. */
+   stopped ticket is never chosen again; asserted below: fewer re-issues than tickets ever
+   registered). Else the entry closes and every ticket's job gets FailShared. */
 inline Deliver(e, how, pin) {
   assert(est[e] == ES_FETCH || (est[e] == ES_HELD && eacc[e] == 0 && !ecl[e]));
   if
