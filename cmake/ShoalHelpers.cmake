@@ -44,6 +44,6 @@ function(shoal_cc_test)
   endif()
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT 300
+    PROPERTIES LABELS "${T_LABELS}" TIMEOUT 600
     ENVIRONMENT "SHOAL_BIN_DIR=${SHOAL_BIN_DIR}")  # one entry: a list here would be split
 endfunction()
