@@ -116,12 +116,14 @@ test-asan-seeded: deps
 
 # libFuzzer targets (clang, ASan+UBSan, -Wthread-safety) over the on-disk decoders, the dataset
 # readers, RPC validation and the whole service in-process (service_fuzz). Corpora live in
-# build/fuzz/corpus so runs accumulate locally.
+# build/fuzz/corpus so runs accumulate locally. Undefined behaviour is a finding, not a log
+# line: the preset builds with -fno-sanitize-recover=all and UBSan halts with a stack.
 test-fuzz fuzz: deps
 	$(call build_preset,fuzz)
 	@for t in format_fuzz vector_reader_fuzz validation_fuzz service_fuzz; do \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  build/fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
 	    build/fuzz/corpus/$$t 2> build/fuzz/$$t.log || { tail -40 build/fuzz/$$t.log; exit 1; }; \
 	  tail -1 build/fuzz/$$t.log; \

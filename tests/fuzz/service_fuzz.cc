@@ -4,6 +4,16 @@
 // server must answer every call with a status that is not UNIMPLEMENTED (every method
 // exists), UNKNOWN or INTERNAL (a handler bug), and never with an empty message on an error;
 // a crash or sanitizer report anywhere in the server is a finding too.
+//
+// DEADLINE_EXCEEDED is a finding as well: the only deadline is this harness's (kCallDeadline;
+// the server has none of its own), and no legitimate call can need it. Calls run one at a
+// time, so none waits behind another; an input is at most -max_len (4096) bytes; and the
+// vector values the inputs' Upserts store are capped (kMaxUpsertedValues: before an Upsert
+// would pass it, every collection is dropped and the two fixtures are made again), so no
+// collection grows until a search, flush or index build of it takes more than a fraction of a
+// second, even under ASan. A call that outlives kCallDeadline is a handler that hung or never
+// finished its reactor.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +63,32 @@ void CreateWithRows(grpc::GenericStub& stub, const std::string& name, shoal::v1:
   Must(RawCall(stub, "Upsert", upsert.SerializeAsString()), "upsert");
 }
 
+// The two collections every input may use: "c" (FLAT, 50 rows) and "ivf" (IVF_FLAT, built).
+void MakeCollections(grpc::GenericStub& stub) {
+  CreateWithRows(stub, "c", shoal::v1::INDEX_FLAT, 50);
+  CreateWithRows(stub, "ivf", shoal::v1::INDEX_IVF_FLAT, 200);
+  shoal::v1::BuildIndexRequest build;
+  build.set_collection("ivf");
+  Must(RawCall(stub, "BuildIndex", build.SerializeAsString()), "build");
+}
+
+// Drops every collection (the fixtures' and the inputs'), then makes the fixtures again.
+void ResetCollections(grpc::GenericStub& stub) {
+  std::string listed;
+  Must(RawCall(stub, "ListCollections", "", &listed), "list");
+  shoal::v1::ListCollectionsResponse list;
+  if (!list.ParseFromString(listed)) {
+    std::fprintf(stderr, "service_fuzz reset: ListCollections answered unparsable bytes\n");
+    std::abort();
+  }
+  for (const shoal::v1::CollectionInfo& c : list.collections()) {
+    shoal::v1::DropCollectionRequest drop;
+    drop.set_name(c.name());
+    Must(RawCall(stub, "DropCollection", drop.SerializeAsString()), "drop");
+  }
+  MakeCollections(stub);
+}
+
 Fixture* Start() {
   auto* f = new Fixture;
   char pattern[] = "/tmp/shoal-service-fuzz-XXXXXX";
@@ -71,15 +107,28 @@ Fixture* Start() {
   }
   f->stub = std::make_unique<grpc::GenericStub>(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(f->server->grpc_port()), grpc::InsecureChannelCredentials()));
-  CreateWithRows(*f->stub, "c", shoal::v1::INDEX_FLAT, 50);
-  CreateWithRows(*f->stub, "ivf", shoal::v1::INDEX_IVF_FLAT, 200);
-  shoal::v1::BuildIndexRequest build;
-  build.set_collection("ivf");
-  Must(RawCall(*f->stub, "BuildIndex", build.SerializeAsString()), "build");
+  MakeCollections(*f->stub);
   return f;
 }
 
 Fixture* fixture = nullptr;
+
+// A hung handler is reported after this long (libFuzzer's own -timeout is 20 minutes).
+constexpr std::chrono::seconds kCallDeadline(60);
+// Vector values the inputs' Upserts may store (1 MiB of floats, across collections) before
+// the collections are reset.
+constexpr uint64_t kMaxUpsertedValues = 1 << 18;
+uint64_t upserted_values = 0;  // since the last reset
+
+// The vector values an Upsert request would store (0 if it does not parse: neither does the
+// server's parse, the same protobuf code).
+uint64_t UpsertValues(const std::string& request) {
+  shoal::v1::UpsertRequest upsert;
+  if (!upsert.ParseFromString(request)) return 0;
+  uint64_t values = 0;
+  for (const auto& p : upsert.points()) values += uint64_t(p.vector_size());
+  return values;
+}
 
 }  // namespace
 
@@ -98,9 +147,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& methods = ShoalUnaryMethods();
   const std::string& method = methods[data[0] % methods.size()];
   const std::string request(reinterpret_cast<const char*>(data + 1), size - 1);
-  const grpc::Status s =
-      RawCall(*fixture->stub, method, request, nullptr, std::chrono::seconds(20));
+  if (method == "Upsert") {
+    const uint64_t values = UpsertValues(request);
+    if (upserted_values + values > kMaxUpsertedValues) {
+      ResetCollections(*fixture->stub);
+      upserted_values = 0;
+    }
+    upserted_values += values;
+  }
+  const grpc::Status s = RawCall(*fixture->stub, method, request, nullptr, kCallDeadline);
   const auto code = s.error_code();
+  if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    std::fprintf(stderr, "service_fuzz: %s did not answer within %llds: a hung handler\n",
+                 method.c_str(), static_cast<long long>(kCallDeadline.count()));
+    __builtin_trap();
+  }
   if (code == grpc::StatusCode::UNIMPLEMENTED || code == grpc::StatusCode::UNKNOWN ||
       code == grpc::StatusCode::INTERNAL || (!s.ok() && s.error_message().empty())) {
     std::fprintf(stderr, "service_fuzz: %s answered %d '%s'\n", method.c_str(), int(code),
