@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -71,12 +73,21 @@ absl::StatusOr<int> HttpServer::Start(const std::string& addr, const Tls& tls) {
   if (port < 0) {
     return absl::UnavailableError(absl::StrCat("server.http_addr: cannot bind ", addr));
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_returned_.store(true);
+  });
   return port;
 }
 
 void HttpServer::Stop() {
-  if (server_) server_->stop();
+  if (!server_) return;
+  // httplib's stop() does nothing until listen_after_bind has started listening, and a listen
+  // that starts after it never ends: a SIGTERM right after start-up hung shoald in the join.
+  while (thread_.joinable() && !listen_returned_.load() && !server_->is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  server_->stop();
   if (thread_.joinable()) thread_.join();
 }
 

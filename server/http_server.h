@@ -12,6 +12,7 @@
 // Thread-safety: Start/Stop from one thread; the callbacks are called from HTTP threads.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,6 +54,7 @@ class HttpServer {
   Handlers handlers_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};  // set by thread_ when listen_after_bind returns
 };
 
 // Splits "host:port"; INVALID_ARGUMENT names `field` when malformed.
