@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/cancel.h"
+#include "core/base/tsan.h"
 #include "server/convert.h"
 #include "server/metrics.h"
 
@@ -69,11 +70,14 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
     } catch (const std::exception& e) {
       status = InternalErrorIn(method_, e.what());
     }
+    // gRPC runs OnDone on its own thread once the answer is sent, ordered inside libgrpc.
+    core::TsanHandOff(this);
     Finish(ToGrpc(status));
   }
 
   void OnCancel() override { token_->Cancel(); }
   void OnDone() override {
+    core::TsanTakeOver(this);
     metrics_->RpcDone();
     delete this;
   }

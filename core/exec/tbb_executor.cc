@@ -10,15 +10,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/logging.h"
+#include "core/base/tsan.h"
 #include "oneapi/tbb/task_arena.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define SHOAL_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SHOAL_TSAN 1
-#endif
-#endif
 #ifdef SHOAL_TSAN
 #include "core/exec/thread_executor.h"
 #endif
