@@ -44,10 +44,11 @@ help:
 deps:
 	@tools/install-deps
 
-# configure + build one preset: $(call build_preset,NAME)
+# configure + build one preset: $(call build_preset,NAME). Each build and test step prints its
+# wall time ("[time] ..."), so a CI log shows where the time went.
 define build_preset
 	@[ -f build/$(1)/build.ninja ] || cmake --preset $(1) >/dev/null
-	cmake --build --preset $(1) -j$(JOBS)
+	cmake --build --preset $(1) -j$(JOBS) && echo "[time] build $(1): $$SECONDS s"
 endef
 
 build: deps
@@ -84,7 +85,8 @@ check: test-release
 
 test-release: deps
 	$(call build_preset,release)
-	cd build/release && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 600
+	cd build/release && $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 600 \
+	  && echo "[time] ctest release: $$SECONDS s"
 
 # recall and release_only tests are left out; crash_test and hostile_test run as their smaller
 # asan_small variants (registered in ASan builds only, tests/CMakeLists.txt).
@@ -93,7 +95,8 @@ test-asan: deps
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only' \
+	  && echo "[time] ctest asan: $$SECONDS s"
 
 # gRPC, protobuf, abseil, TBB and OpenSSL from Debian are not built with TSan: tools/tsan.supp
 # silences their own libc calls and names single third-party functions, never a library or a
@@ -102,7 +105,8 @@ test-tsan: deps
 	tools/check-tsan-supp.sh
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
-	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only'
+	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only' \
+	  && echo "[time] ctest tsan: $$SECONDS s"
 
 # Seeded bugs (core/base/seeded_bug.h) in the existing sanitizer builds: each must be reported.
 .PHONY: test-tsan-seeded test-asan-seeded
