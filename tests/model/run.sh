@@ -12,7 +12,9 @@
 #   coverage: each interesting path is reachable (assert !reached)     must fail
 #
 # Exits non-zero if any run does otherwise. Prints one line per run (states, depth, memory,
-# time) and the counterexample of each seeded bug. Usage: tests/model/run.sh [OUT_DIR]
+# time) and the counterexample of each seeded bug, in the order below. Runs MODEL_JOBS (default:
+# the CPU count) verifiers at once; each is capped at MODEL_MEMLIM_MB.
+# Usage: tests/model/run.sh [OUT_DIR]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/../../build/model}"
@@ -24,12 +26,13 @@ command -v spin >/dev/null || { echo "model-check: spin is not installed (tools/
 "$here/check_names.sh"
 
 MEMLIM=${MODEL_MEMLIM_MB:-2048}   # pan stops (and this fails) past this many MB
-failures=0
+JOBS=${MODEL_JOBS:-$(nproc)}
+runs=()   # in order: "== header" lines and run names; each run's report is run-NAME/report.txt
 
 # verify NAME EXPECT MODE [spin -D flags...]
 #   EXPECT: pass | invalid-end | acceptance | assertion
 #   MODE:   safety (pan, no claim) | liveness (pan -a -f, the ltl claim `live`)
-verify() {
+verify_one() {
   local name=$1 expect=$2 mode=$3
   shift 3
   local dir="run-$name"
@@ -58,7 +61,7 @@ verify() {
     ./pan $args >pan.log 2>&1 || true
     end=$(date +%s.%N)
     echo "$start $end" >time.txt
-  ) || { echo "FAIL  $name: could not build the verifier"; failures=$((failures + 1)); return; }
+  ) || { echo "FAIL  $name: could not build the verifier"; return; }
   local log="$dir/pan.log"
   local errors states depth mem secs
   errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$log" | head -1)
@@ -85,7 +88,6 @@ verify() {
   else
     echo "FAIL  $line   (expected $expect)"
     grep -E "pan:|error" "$log" | head -5
-    failures=$((failures + 1))
   fi
   if [ "$expect" != pass ] && [ "$got" = "$expect" ] && [ "${MODEL_TRAILS:-1}" = 1 ]; then
     # the counterexample, one line per protocol event (the model's MSC printfs)
@@ -95,26 +97,36 @@ verify() {
   fi
 }
 
-echo "== real model: safety (deadlines, cancellation, I/O errors)"
+# verify NAME EXPECT MODE [flags...]: verify_one in the background (at most JOBS at once), its
+# report kept for the summary in queue order.
+verify() {
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  runs+=("$1")
+  rm -rf "run-$1" "report-$1.txt"
+  verify_one "$@" >"report-$1.txt" 2>&1 &
+}
+section() { runs+=("$1"); }
+
+section "== real model: safety (deadlines, cancellation, I/O errors)"
 for c in 1 2 3 6; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=1; done
 # 4 and 5 without I/O errors (each ~3x the states with them; I/O errors on two slots: 2, 8)
 for c in 4 5; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=0; done
-echo "== real model, shared scans on: safety"
+section "== real model, shared scans on: safety"
 for c in 1 2; do verify "safety-cfg$c-share" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=1 -DSHARE=1; done
 for c in 7 8; do verify "safety-cfg$c" pass safety -DCFG=$c -DDEADLINES=1 -DIOERR=1; done
-echo "== real model, repeated re-issues (cfg9): safety"
+section "== real model, repeated re-issues (cfg9): safety"
 verify "safety-cfg9" pass safety -DCFG=9 -DDEADLINES=1 -DIOERR=1
-echo "== real model: liveness (every request answers, weak fairness), I/O errors on"
+section "== real model: liveness (every request answers, weak fairness), I/O errors on"
 # only where the run with deadlines below does not cover it: with -DQUIESCE the Canceller may
 # stop before doing anything, so a deadlines run includes every behaviour of the run without
 for c in 3 4 5 7; do verify "liveness-cfg$c" pass liveness -DCFG=$c -DDEADLINES=0 -DIOERR=1; done
-echo "== real model: liveness with deadlines and cancellation (they may stop at any point)"
+section "== real model: liveness with deadlines and cancellation (they may stop at any point)"
 # every request is still answered (a stopped one with CANCELLED / DEADLINE_EXCEEDED); 3, 4 and
 # 5 do not fit the time (README); 7 without I/O errors (1.3x the states with them)
 for c in 1 2 6 8 9; do verify "liveness-cfg$c-deadlines" pass liveness -DCFG=$c -DDEADLINES=1 -DIOERR=1 -DQUIESCE; done
 for c in 1 2; do verify "liveness-cfg$c-share-deadlines" pass liveness -DCFG=$c -DDEADLINES=1 -DIOERR=1 -DSHARE=1 -DQUIESCE; done
 verify "liveness-cfg7-deadlines" pass liveness -DCFG=7 -DDEADLINES=1 -DIOERR=0 -DQUIESCE
-echo "== seeded bugs: must fail"
+section "== seeded bugs: must fail"
 verify "seeded-blocking-task-cfg1" invalid-end safety -DCFG=1 -DDEADLINES=0 -DSEEDED_BLOCKING_TASK
 verify "seeded-no-overbudget-cfg1" acceptance liveness -DCFG=1 -DDEADLINES=0 -DSEEDED_NO_OVERBUDGET
 verify "seeded-wait-in-task-cfg1" d_step-blocks safety -DCFG=1 -DDEADLINES=0 -DSEEDED_WAIT_IN_TASK
@@ -125,7 +137,7 @@ verify "seeded-no-uncached-forced-cfg2" acceptance liveness -DCFG=2 -DDEADLINES=
 # removed (a live request fails)
 verify "seeded-reissue-stale-cfg9" assertion liveness -DCFG=9 -DDEADLINES=1 -DIOERR=0 -DQUIESCE -DSEEDED_REISSUE_STALE
 verify "seeded-reissue-cap1-cfg9" assertion liveness -DCFG=9 -DDEADLINES=1 -DIOERR=0 -DQUIESCE -DSEEDED_REISSUE_CAP=1
-echo "== coverage: each path is reached (assert !reached must fail)"
+section "== coverage: each path is reached (assert !reached must fail)"
 MODEL_TRAILS=0
 for cover in forced_seen direct_seen coalesced_seen evicted_seen retry_seen \
   hit_seen attach_seen batch2_seen tasks2_seen expired_seen cancelq_seen uwait_seen uforced_seen; do
@@ -150,6 +162,17 @@ done
 # cfg9: one entry's fetch re-issued twice (two stopped issuers, then the live ticket)
 verify "cover-reissue2_seen-cfg9" assertion safety -DCFG=9 -DDEADLINES=1 -DIOERR=0 -DCOVER=reissue2_seen
 
+wait
+failures=0
+for r in "${runs[@]}"; do
+  case $r in
+    "== "*) echo "$r" ;;
+    *)
+      cat "report-$r.txt"
+      grep -q "^ok " "report-$r.txt" || failures=$((failures + 1))
+      ;;
+  esac
+done
 if [ "$failures" -ne 0 ]; then
   echo "model-check: $failures run(s) did not do what they must"
   exit 1
