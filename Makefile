@@ -101,11 +101,16 @@ test-asan: deps
 # gRPC, protobuf, abseil, TBB and OpenSSL from Debian are not built with TSan: tools/tsan.supp
 # silences their own libc calls and names single third-party functions, never a library or a
 # header (tools/check-tsan-supp.sh refuses entries that could hide a race in Shoal's code).
+# The two tests of the benchmark harness's FAISS and hnswlib targets are left out here: they test
+# third-party indexes, and hnswlib's lock per graph node through TSan's deadlock detector took
+# 268 s and 298 s of a 407 s pass (they run in the release and asan passes).
+TSAN_EXCLUDE := ^(BenchSmoke\.HarnessRunsEveryModeAgainstShoalFaissAndHnsw|Targets\.FaissAndHnswFindTheTrueNeighbours)$$
 test-tsan: deps
 	tools/check-tsan-supp.sh
 	$(call build_preset,tsan)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" \
 	  $(TEST_ENV) ctest -j$(JOBS) --output-on-failure --timeout 900 -LE 'recall|release_only' \
+	  -E '$(TSAN_EXCLUDE)' \
 	  && echo "[time] ctest tsan: $$SECONDS s"
 
 # Seeded bugs (core/base/seeded_bug.h) in the existing sanitizer builds: each must be reported.
