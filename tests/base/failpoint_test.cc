@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,14 +31,18 @@ std::set<std::string> RegisteredNames() {
 std::set<std::string> NamesBetween(const std::string& text, std::string_view open,
                                    std::string_view close) {
   std::set<std::string> names;
-  for (size_t at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+  size_t at = text.find(open);
+  while (at != std::string::npos) {
     const size_t begin = at + open.size();
     const size_t end = text.find(close, begin);
-    if (end == std::string::npos || end == begin) continue;
+    if (end == std::string::npos) break;
     const std::string name = text.substr(begin, end - begin);
-    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.") == std::string::npos) {
-      names.insert(name);
-    }
+    const bool is_name =
+        !name.empty() &&
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.") == std::string::npos;
+    if (is_name) names.insert(name);
+    // Like a regex iterator: a match's closing delimiter does not open the next one.
+    at = text.find(open, is_name ? end + close.size() : at + 1);
   }
   return names;
 }

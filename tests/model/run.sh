@@ -27,7 +27,9 @@ command -v spin >/dev/null || { echo "model-check: spin is not installed (tools/
 
 MEMLIM=${MODEL_MEMLIM_MB:-2048}   # pan stops (and this fails) past this many MB
 JOBS=${MODEL_JOBS:-$(nproc)}
-runs=()   # in order: "== header" lines and run names; each run's report is run-NAME/report.txt
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "model-check: MODEL_JOBS must be a number >= 1"; exit 2; }
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT   # no verifier outlives the script
+runs=()   # in order: "== header" lines and run names; each run's report is report-NAME.txt
 
 # verify NAME EXPECT MODE [spin -D flags...]
 #   EXPECT: pass | invalid-end | acceptance | assertion
@@ -169,7 +171,10 @@ for r in "${runs[@]}"; do
     "== "*) echo "$r" ;;
     *)
       cat "report-$r.txt"
-      grep -q "^ok " "report-$r.txt" || failures=$((failures + 1))
+      if ! grep -q "^ok " "report-$r.txt"; then
+        grep -q "^FAIL" "report-$r.txt" || echo "FAIL  $r: the verifier ended without a report"
+        failures=$((failures + 1))
+      fi
       ;;
   esac
 done
