@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/index/distance.h"
+#include "core/index/fastscan_model.h"
 #include "core/index/rounding_bound.h"
 
 namespace shoal::core {
@@ -46,11 +47,54 @@ void PushRows(const ScanQuery& query, const Sink& sink, const float* keys, const
   }
 }
 
+// The fast-scan kernels' threshold for a query whose top-k admits keys <= `threshold` and
+// whose rows get `coarse` added to the kernel's key: threshold - coarse, widened by a few ulps
+// so that no row the exact comparison (kernel key + coarse <= threshold) admits is dropped in
+// the registers. The sink makes the exact comparison.
+float KernelThreshold(float threshold, float coarse) {
+  if (!std::isfinite(threshold)) return threshold;
+  return (threshold - coarse) + (std::fabs(threshold) + std::fabs(coarse)) * 0x1p-21f;
+}
+
+thread_local std::vector<const FastScanLut*> scratch_luts;
+thread_local std::vector<float> scratch_coarse, scratch_thresholds;
+
+// 4-bit PQ: the thresholds go into the kernel (FastScanRegion), shifted per query by the
+// partition's coarse term, so only rows that can enter a query's top-k leave the registers;
+// each is pushed with the same key ScorePartition gives it (kernel key + coarse key).
+void FastScanIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
+                       const uint64_t* ids, size_t n, uint32_t partition) {
+  const IvfModel& model = queries[0].prepared->model();
+  scratch_luts.resize(nq);
+  scratch_coarse.resize(nq);
+  scratch_thresholds.resize(nq);
+  for (size_t j = 0; j < nq; ++j) {
+    scratch_luts[j] = &queries[j].prepared->fastscan_lut(queries[j].index);
+    scratch_coarse[j] = model.residual ? queries[j].coarse_key : 0.0f;
+    scratch_thresholds[j] = KernelThreshold(sinks[j].best->threshold(), scratch_coarse[j]);
+  }
+  const float* coarse = scratch_coarse.data();
+  FastScanRegion(scratch_luts.data(), nq, codes, n, model.CodeSize() - model.QuantizerCodeSize(),
+                 scratch_thresholds.data(), [&](size_t j, uint32_t row, float kernel_key) {
+                   const Sink& sink = sinks[j];
+                   CandidateTopK& best = *sink.best;
+                   const float key = kernel_key + coarse[j];
+                   if (key <= best.threshold() && !(sink.filter && sink.filter->IsDead(ids[row]))) {
+                     best.Push(Candidate{key, ids[row], sink.segment, partition, row});
+                   }
+                   return KernelThreshold(best.threshold(), coarse[j]);
+                 });
+}
+
 }  // namespace
 
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
                     const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n,
                     bool exact, uint32_t partition) {
+  if (nq == 0 || n == 0) return;
+  if (!exact && IsFastScan(queries[0].prepared->model())) {
+    return FastScanIntoSinks(queries, sinks, nq, codes, ids, n, partition);
+  }
   // At least one query per chunk.
   const size_t chunk = std::max<size_t>(1, kMaxScratchFloats / std::max<size_t>(1, n));
   bool have_row_norms = false;

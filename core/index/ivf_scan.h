@@ -84,6 +84,9 @@ absl::Status Catching(const char* what, Fn&& fn) {
 // the rows the single-query path would keep, however many queries share the scan: when the
 // chunk goes through sgemm, a row near the threshold is re-scored (PreparedQueries::FlatKey,
 // within core/index/rounding_bound.h's bound).
+// A 4-bit PQ (fast-scan) model is scanned with each query's top-k threshold inside the kernel
+// (FastScanRegion, shifted by the query's coarse key of the partition): only rows that can
+// enter a top-k leave the registers, with the keys ScorePartition would give them.
 // dead_flags (memtable rows) may be null.
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
                     const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n,

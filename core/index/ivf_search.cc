@@ -661,7 +661,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       status = Catching("re-ranking", [&] {
         exact.reserve(owners.size());
         for (size_t i = 0; i < owners.size(); ++i) {
-          const float* v = raw->vectors.data() + i * req_.dim;
+          const float* v = raw->rows[i].get();
           const float* query = req_.queries.data() + size_t(owners[i].first) * req_.dim;
           const float d = IsSimilarity(req_.metric) ? -InnerProduct(query, v, req_.dim)
                                                     : L2Sqr(query, v, req_.dim);

@@ -45,6 +45,8 @@ class PreparedQueries {
   float CoarseKey(size_t q, uint32_t partition) const;
   // Residual models: the factor f applied to <q, r^> (-2 for L2, -1 for IP).
   float residual_factor() const { return IsSimilarity(model_.metric) ? -1.0f : -2.0f; }
+  // 4-bit PQ (fast-scan) models: query q's quantized tables.
+  const FastScanLut& fastscan_lut(size_t q) const { return fastscan_luts_[q]; }
   // FLAT models: query q's key of one row, bit-identical to what ScorePartition gives that row
   // for a single query (the per-row SIMD kernel), whatever the partition around it.
   float FlatKey(uint32_t q, const float* row) const;

@@ -46,8 +46,11 @@ struct RowRef {
   uint32_t row = 0;  // index within the partition
 };
 
+// rows[i]: the full-precision vector (dim floats) of the i-th row asked for, valid while
+// rows[i] is held. It may be a cache's entry or share one buffer with other rows: refine reads
+// it in place, with no copy.
 struct RawRows {
-  std::vector<float> vectors;  // rows.size() * dim, in the order asked
+  std::vector<std::shared_ptr<const float>> rows;
   uint64_t bytes_read = 0;
 };
 

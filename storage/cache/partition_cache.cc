@@ -24,10 +24,11 @@ PartitionHandle::~PartitionHandle() {
   if (cache_) cache_->Unpin(key_);
 }
 
-PartitionCache::PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes)
+PartitionCache::PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes, uint64_t row_bytes)
     : budget_(budget_bytes),
       small_target_(budget_bytes / 10),
-      uncached_(uncached_bytes > 0 ? uncached_bytes : budget_bytes) {}
+      uncached_(uncached_bytes > 0 ? uncached_bytes : budget_bytes),
+      rows_(row_bytes) {}
 
 PartitionCache::~PartitionCache() = default;
 

@@ -23,6 +23,10 @@
 // the cache's UncachedBudget (`cache.uncached_bytes`), which lives here because every segment
 // already shares this one cache.
 //
+// Refine's rows: full-precision vectors of single rows are kept apart, in the RowCache
+// (`cache.refine_bytes`, storage/cache/row_cache.h), under a budget of their own; it lives here
+// for the same reason.
+//
 // Thread-safety: every method is thread-safe; callbacks run without the cache's lock held.
 #pragma once
 
@@ -40,6 +44,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/cache/row_cache.h"
 #include "storage/cache/uncached_budget.h"
 
 namespace shoal::storage {
@@ -106,7 +111,9 @@ class PartitionCache {
   using GetCallback = absl::AnyInvocable<void(absl::StatusOr<PartitionHandle>) &&>;
 
   // `uncached_bytes`: the UncachedBudget's bytes; 0 = budget_bytes (cache.uncached_bytes = 0).
-  explicit PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes = 0);
+  // `row_bytes`: the RowCache's budget (0: refine rows are not cached).
+  explicit PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes = 0,
+                          uint64_t row_bytes = 0);
   ~PartitionCache();
 
   // REQUIRES: `bytes` is the partition's size (known from the segment's metadata).
@@ -123,6 +130,8 @@ class PartitionCache {
 
   // Bytes of partitions read past the cache (refused with RESOURCE_EXHAUSTED by Get).
   UncachedBudget& uncached() { return uncached_; }
+  // Full-precision rows for refine.
+  RowCache& rows() { return rows_; }
 
  private:
   friend class PartitionHandle;
@@ -161,6 +170,7 @@ class PartitionCache {
   uint64_t loading_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // entries being loaded: not evictable
   CacheStats stats_ ABSL_GUARDED_BY(mu_);
   UncachedBudget uncached_;
+  RowCache rows_;
 };
 
 }  // namespace shoal::storage

@@ -151,6 +151,10 @@ core::IvfSegmentRef Segment::Ref(std::shared_ptr<const core::IdFilter> dead) {
   return ref;
 }
 
+uint64_t Segment::RowNumber(const core::RowRef& row) const {
+  return raw_row_start_[row.partition] + row.row;
+}
+
 std::pair<uint64_t, uint64_t> Segment::RawLocation(uint32_t partition, uint32_t row) const {
   const uint64_t vector_bytes = uint64_t(meta_.model.dim) * sizeof(float);
   if (raw_) return {raw_file_, (raw_row_start_[partition] + row) * vector_bytes};
@@ -384,16 +388,26 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
   const size_t dim = meta_.model.dim, bytes = dim * sizeof(float);
   auto state = std::make_shared<State>();
   state->done = std::move(done);
-  // Rows in the page cache are copied here and now (never blocking); the rest are read
-  // asynchronously through the scheduler.
+  // Rows in the RowCache are handed over as they are (no copy); rows in the kernel's page cache
+  // are copied now (one RWF_NOWAIT read each, never blocking) and kept in the RowCache; the
+  // rest are read asynchronously through the scheduler and kept once they arrive.
+  RowCache& row_cache = cache_->rows();
   std::vector<size_t> missing;
   absl::ReleasableMutexLock lock(&state->mu);  // uncontended: no read is issued yet
-  state->out.vectors.resize(rows.size() * dim);
+  state->out.rows.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
+    const uint64_t row = RowNumber(rows[i]);
+    if (std::shared_ptr<const float> hit = row_cache.Lookup(cache_id_, row, bytes)) {
+      state->out.rows[i] = std::move(hit);
+      continue;
+    }
     const uint64_t offset = RawLocation(rows[i].partition, rows[i].row).second;
-    if (raw_ && raw_->ReadIfCached(offset, bytes,
-                                   reinterpret_cast<char*>(state->out.vectors.data() + i * dim))) {
+    std::shared_ptr<float[]> buffer = std::make_shared_for_overwrite<float[]>(dim);
+    if (raw_ && raw_->ReadIfCached(offset, bytes, reinterpret_cast<char*>(buffer.get()))) {
       state->out.bytes_read += bytes;
+      std::shared_ptr<const float> read(buffer, buffer.get());
+      row_cache.Insert(cache_id_, row, read, bytes);
+      state->out.rows[i] = std::move(read);
     } else {
       missing.push_back(i);
     }
@@ -415,27 +429,34 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
     r.query = priority.query_seq;
     r.rank = 0;
     if (priority.cancel) r.deadline = priority.cancel->deadline();
-    scheduler_->Read(
-        r, [self = shared_from_this(), state, i, dim, bytes](absl::StatusOr<ReadResult> result) {
-          absl::Status error;
-          core::RawRows out;
-          {
-            absl::MutexLock lock(&state->mu);
-            if (!result.ok()) {
-              if (state->error.ok()) state->error = result.status();
-            } else if (result->size != bytes) {
-              state->error = absl::DataLossError(absl::StrCat(self->dir_, ": short raw read"));
-            } else {
-              std::memcpy(state->out.vectors.data() + i * dim, result->data, bytes);
-              state->out.bytes_read += bytes;
-            }
-            if (--state->remaining != 0) return;
-            error = state->error;
-            out = std::move(state->out);
-          }
-          if (!error.ok()) return std::move(state->done)(std::move(error));
-          std::move(state->done)(std::move(out));
-        });
+    scheduler_->Read(r, [self = shared_from_this(), state, i, dim, bytes,
+                         row = RowNumber(rows[i])](absl::StatusOr<ReadResult> result) {
+      absl::Status error;
+      core::RawRows out;
+      std::shared_ptr<const float> read;
+      if (result.ok() && result->size == bytes) {
+        std::shared_ptr<float[]> buffer = std::make_shared_for_overwrite<float[]>(dim);
+        std::memcpy(buffer.get(), result->data, bytes);
+        read = std::shared_ptr<const float>(buffer, buffer.get());
+        self->cache_->rows().Insert(self->cache_id_, row, read, bytes);
+      }
+      {
+        absl::MutexLock lock(&state->mu);
+        if (!result.ok()) {
+          if (state->error.ok()) state->error = result.status();
+        } else if (!read) {
+          state->error = absl::DataLossError(absl::StrCat(self->dir_, ": short raw read"));
+        } else {
+          state->out.rows[i] = std::move(read);
+          state->out.bytes_read += bytes;
+        }
+        if (--state->remaining != 0) return;
+        error = state->error;
+        out = std::move(state->out);
+      }
+      if (!error.ok()) return std::move(state->done)(std::move(error));
+      std::move(state->done)(std::move(out));
+    });
   }
 }
 

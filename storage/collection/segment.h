@@ -9,7 +9,9 @@
 // the process — such a read waits for its bytes before it is issued, oldest query first, and
 // the oldest query always gets one (I-4: a full cache never stops a query, nor grows the process
 // without bound); once granted it is answered from the cache instead if another query loaded
-// the partition meanwhile. ReadRaw() reads single rows' full-precision vectors for refine.
+// the partition meanwhile. ReadRaw() reads single rows' full-precision vectors for refine: from
+// the cache's RowCache when it holds them, else from the kernel's page cache or the disk, and
+// keeps what it read there.
 //
 // Cancellation: reads carry the query's sequence number, and CancelQuery() takes the query's
 // queued reads out of the IoScheduler and its waiting uncached reads out of the UncachedBudget. A
@@ -106,6 +108,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // `on_completion`: ReadRequest::dispatch_on_completion.
   void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done,
                      bool on_completion = false);
+  // The row's number in the segment (partition order, as raw.dat stores them): its RowCache key.
+  uint64_t RowNumber(const core::RowRef& row) const;
   // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).
   std::pair<uint64_t, uint64_t> RawLocation(uint32_t partition, uint32_t row) const;
   absl::Status ReadVector(uint32_t partition, uint32_t row, float* out) const;

@@ -90,7 +90,7 @@ class FakePartitionSource final : public core::PartitionSource {
       core::RawRows out;
       for (const core::RowRef& r : rows) {
         const float* v = segment_->raw[r.partition].data() + size_t(r.row) * dim;
-        out.vectors.insert(out.vectors.end(), v, v + dim);
+        out.rows.emplace_back(std::shared_ptr<const void>(), v);  // the segment's own rows
       }
       std::move(done)(std::move(out));
     };

@@ -2,10 +2,12 @@
 
 #include <faiss/impl/ProductQuantizer.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
 #include "core/index/distance.h"
+#include "core/index/ivf_scan.h"
 #include "core/index/partition_scan.h"
 #include "gtest/gtest.h"
 
@@ -93,6 +95,89 @@ TEST(FastScanModel, PartitionKeysMatchTheDistanceToTheReconstruction) {
       const float exact = L2Sqr(&queries[q * dim], r.data(), dim);
       ASSERT_NEAR(keys[q * count + i], exact, lut.error_bound() + 1e-3f * (1 + exact))
           << "query " << q << " row " << i;
+    }
+  }
+}
+
+class DeadIds : public IdFilter {
+ public:
+  bool IsDead(uint64_t id) const override { return id % 7 == 3; }
+};
+
+// ScoreIntoSinks runs 4-bit partitions with the thresholds inside the kernel: each sink ends
+// with exactly the top-k (ids and keys) that pushing every key ScorePartition gives would keep
+// — from empty top-ks, from top-ks already holding other partitions' rows (the threshold is
+// shifted by each query's coarse key), with dead rows filtered, for 1..9 queries at once.
+TEST(FastScanModel, ThresholdsInTheKernelKeepExactlyWhatTheKeysKeep) {
+  const size_t n = 4000, dim = 32, k = 10;
+  const auto x = Clustered(n, dim, 8, 5);
+  const auto queries = Clustered(9, dim, 8, 6);
+  IvfTrainOptions o{.nlist = 4, .encoding = VectorEncoding::kPq, .pq_m = 16, .pq_nbits = 4};
+  auto trained = TrainIvfModel(x.data(), n, dim, Metric::kL2, o);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  const IvfModel& model = *trained;
+  std::vector<uint32_t> assign(n);
+  ASSERT_TRUE(AssignToCentroids(model, x.data(), n, assign.data()).ok());
+  std::vector<float> rows;
+  std::vector<uint64_t> row_ids;
+  for (size_t i = 0; i < n; ++i) {
+    if (assign[i] != 1) continue;
+    rows.insert(rows.end(), &x[i * dim], &x[(i + 1) * dim]);
+    row_ids.push_back(1000 + i);
+  }
+  const size_t count = row_ids.size();
+  ASSERT_GT(count, 64u);
+  std::vector<uint32_t> part(count, 1);
+  std::vector<uint8_t> codes(count * model.CodeSize());
+  ASSERT_TRUE(EncodeVectors(model, rows.data(), count, part.data(), codes.data()).ok());
+  LayoutPartitionCodes(model, codes.data(), count);
+  DeadIds dead;
+  for (size_t nq : {1, 4, 9}) {
+    PreparedQueries prepared(model, queries.data(), nq);
+    std::vector<uint32_t> ids(nq);
+    std::vector<float> coarse(nq);
+    for (uint32_t q = 0; q < nq; ++q) {
+      ids[q] = q;
+      coarse[q] = prepared.CoarseKey(q, 1);
+    }
+    const auto scan = ScanQueries(prepared, ids.data(), coarse.data(), nq);
+    std::vector<float> keys(nq * count);
+    PartitionScratch scratch;
+    ScorePartition(scan.data(), nq, codes.data(), count, keys.data(), &scratch);
+    for (bool prefilled : {false, true}) {
+      SCOPED_TRACE(testing::Message() << nq << " queries, prefilled " << prefilled);
+      std::vector<CandidateTopK> expected(nq, CandidateTopK(k)), got(nq, CandidateTopK(k));
+      std::vector<Sink> sinks;
+      for (size_t q = 0; q < nq; ++q) {
+        if (prefilled) {
+          // Rows of "another partition" with keys around this one's 3rd-smallest.
+          std::vector<float> sorted(keys.begin() + q * count, keys.begin() + (q + 1) * count);
+          std::sort(sorted.begin(), sorted.end());
+          for (uint64_t i = 0; i < k; ++i) {
+            const Candidate c{sorted[2] + float(i) * 1e-3f, 1u + i, 0, 0, 0};
+            expected[q].Push(c);
+            got[q].Push(c);
+          }
+        }
+        for (size_t i = 0; i < count; ++i) {
+          const float key = keys[q * count + i];
+          if (!dead.IsDead(row_ids[i]) && key <= expected[q].threshold()) {
+            expected[q].Push(Candidate{key, row_ids[i], 0, 1, uint32_t(i)});
+          }
+        }
+        sinks.push_back({&got[q], &dead, 0});
+      }
+      ScoreIntoSinks(scan.data(), sinks.data(), nq, codes.data(), row_ids.data(), nullptr, count,
+                     /*exact=*/false, 1);
+      for (size_t q = 0; q < nq; ++q) {
+        const auto want = expected[q].Take(), have = got[q].Take();
+        ASSERT_EQ(have.size(), want.size()) << q;
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ(have[i].id, want[i].id) << q << " " << i;
+          EXPECT_EQ(have[i].key, want[i].key) << q << " " << i;
+          EXPECT_EQ(have[i].row, want[i].row) << q << " " << i;
+        }
+      }
     }
   }
 }

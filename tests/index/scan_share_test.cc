@@ -57,7 +57,7 @@ class HeldSource final : public PartitionSource {
     RawRows out;
     for (const RowRef& r : rows) {
       const float* v = segment_->raw[r.partition].data() + size_t(r.row) * dim;
-      out.vectors.insert(out.vectors.end(), v, v + dim);
+      out.rows.emplace_back(std::shared_ptr<const void>(), v);  // the segment's own rows
     }
     std::move(done)(std::move(out));
   }
