@@ -181,7 +181,7 @@ BENCH_QUICK := --dataset synthetic:n=20000,dim=64,clusters=100,seed=1 --queries 
 	--nprobe 1,4,16,64 --ef 10,40,160 --clients 1,8 --batch 50 --rate 500 --cold \
 	--targets shoal:ivf_flat,faiss:ivf_flat,hnsw
 bench: build
-	$(BENCH_ENV) build/bin/shoal-bench --out bench/results/$(BENCH_DATE) $(BENCH_STANDARD)
+	$(BENCH_ENV) build/bin/shoal-bench --quiet-check --out bench/results/$(BENCH_DATE) $(BENCH_STANDARD)
 	@echo "report: bench/results/$(BENCH_DATE)/report.md"
 
 bench-quick: build

@@ -29,6 +29,7 @@
 #include "bench/harness/faiss_target.h"
 #include "bench/harness/ground_truth.h"
 #include "bench/harness/hnsw_target.h"
+#include "bench/harness/quiet_check.h"
 #include "bench/harness/report.h"
 #include "bench/harness/shoal_target.h"
 
@@ -55,6 +56,7 @@ struct Options {
   double max_seconds = 10;
   double operating_recall = 0.95;
   bool cold = false;
+  bool quiet_check = false;
   int cpu_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::string out_dir, cache_dir = "build/bench-cache";
   // Shoal server.
@@ -170,6 +172,12 @@ class Bench {
     std::error_code ec;
     std::filesystem::create_directories(o_.out_dir, ec);
     if (absl::Status s = csv_.Open(o_.out_dir + "/results.csv"); !s.ok()) return Fail(s);
+    if (o_.quiet_check) {
+      QuietCheckOptions q;
+      q.server_pid = o_.server_pid;
+      quiet_.emplace(q, [this](const std::string& line) { progress_.Line(line); });
+      if (absl::Status s = quiet_->BeforeRun(); !s.ok()) return Fail(s);
+    }
     context_.notes.push_back(absl::StrFormat(
         "%u cores; in-process targets get %d threads, shared among concurrent requests; Shoal "
         "is shoald over gRPC on loopback (client and server on the same cores)%s",
@@ -253,9 +261,13 @@ class Bench {
         t.knob_name().empty() ? "exact" : absl::StrCat(t.knob_name(), "=", knob), mode,
         spec.clients, spec.batch, spec.rate > 0 ? absl::StrFormat(" rate=%.0f", spec.rate) : "");
     const auto start = Clock::now();
+    if (quiet_) quiet_->Start();
     PointResult p = RunPoint(t, d_, spec, [&](size_t done, size_t total) {
       progress_.Update(what, done, total, Seconds(start));
     });
+    if (quiet_) {
+      if (absl::Status s = quiet_->Finish(what); !s.ok()) return s;
+    }
     if (p.errors > 0 && p.queries == 0) {
       return absl::InternalError(absl::StrCat(what, ": every request failed: ", p.first_error));
     }
@@ -367,6 +379,7 @@ class Bench {
   std::vector<Row> rows_;
   ReportContext context_;
   Progress progress_;
+  std::optional<QuietCheck> quiet_;  // --quiet-check
 };
 
 }  // namespace
@@ -405,6 +418,9 @@ int main(int argc, char** argv) {
                  "no new request after this long in one point (0 = none): bounds slow targets");
   app.add_option("--operating-recall", o.operating_recall,
                  "open-loop and cold points run at the smallest knob reaching this recall@10");
+  app.add_flag("--quiet-check", o.quiet_check,
+               "refuse to measure on a busy machine: load average > 1.5 before the run (waits up "
+               "to 120 s), or other processes using > 0.3 cores during a point");
   app.add_flag("--cold", o.cold, "Shoal: also a cold pass (restart, page cache dropped)");
   app.add_option("--cpu-threads", o.cpu_threads, "threads for in-process targets and builds");
   app.add_option("--out", o.out_dir, "output directory (default bench/results/<date>)");

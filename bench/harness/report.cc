@@ -118,6 +118,10 @@ Row MakeRow(const Dataset& d, const GroundTruth& gt, const std::string& target,
     row.queries_per_scan = (*p.after.scan_queries_sum - *p.before.scan_queries_sum) /
                            (*p.after.scans - *p.before.scans);
   }
+  if (p.before.heap_allocations && p.after.heap_allocations && p.queries > 0) {
+    row.allocs_per_query =
+        (*p.after.heap_allocations - *p.before.heap_allocations) / double(p.queries);
+  }
   return row;
 }
 
@@ -131,7 +135,7 @@ absl::Status CsvWriter::Open(const std::string& path) {
   std::fputs(
       "dataset,target,knob_name,knob,mode,clients,batch,rate,k,queries,errors,recall1,recall10,"
       "recall100,qps,p50_ms,p95_ms,p99_ms,p999_ms,mean_ms,cpu_s_per_1000q,server_peak_rss_mb,"
-      "index_heap_mb,bytes_per_query,cache_hit_ratio,queries_per_scan\n",
+      "index_heap_mb,bytes_per_query,cache_hit_ratio,queries_per_scan,allocs_per_query\n",
       file_);
   std::fflush(file_);
   return absl::OkStatus();
@@ -164,7 +168,8 @@ void CsvWriter::Append(const Row& r) {
                                           Num(r.index_heap_mb),
                                           Num(r.bytes_per_query),
                                           Num(r.cache_hit_ratio),
-                                          Num(r.queries_per_scan)},
+                                          Num(r.queries_per_scan),
+                                          Num(r.allocs_per_query)},
                                          ",");
   std::fprintf(file_, "%s\n", line.c_str());
   std::fflush(file_);
@@ -239,23 +244,23 @@ std::string MarkdownReport(const std::vector<Row>& rows, const ReportContext& co
   absl::StrAppend(&md,
                   "\n## Every point\n\n| dataset | target | knob | mode | recall@1 | recall@10 | "
                   "recall@100 | QPS | p50 ms | p95 ms | p99 ms | p99.9 ms | CPU s/1k q | "
-                  "memory MiB | bytes/q | cache hits | q/scan | errors |\n");
+                  "memory MiB | bytes/q | cache hits | q/scan | allocs/q | errors |\n");
   absl::StrAppend(&md, "|");
-  for (int column = 0; column < 18; ++column) absl::StrAppend(&md, "---|");
+  for (int column = 0; column < 19; ++column) absl::StrAppend(&md, "---|");
   absl::StrAppend(&md, "\n");
   for (const Row& r : rows) {
     absl::StrAppend(
         &md,
         absl::StrFormat(
             "| %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | "
-            "%s | %s | %s | %s | %zu |\n",
+            "%s | %s | %s | %s | %s | %zu |\n",
             r.dataset, r.target, r.knob_label(), r.group(), Num(r.recall1, "%.3f"),
             Num(r.recall10, "%.3f"), Num(r.recall100, "%.3f"), r.qps, Num(r.p50_ms, "%.3f"),
             Num(r.p95_ms, "%.3f"), Num(r.p99_ms, "%.3f"), Num(r.p999_ms, "%.3f"),
             Num(r.cpu_s_per_1000q, "%.3f"),
             Num(std::isnan(r.server_peak_rss_mb) ? r.index_heap_mb : r.server_peak_rss_mb, "%.0f"),
             Num(r.bytes_per_query, "%.0f"), Num(r.cache_hit_ratio, "%.3f"), QueriesPerScan(r),
-            r.errors));
+            Num(r.allocs_per_query, "%.0f"), r.errors));
   }
   if (!plots.empty()) {
     absl::StrAppend(&md, "\n## Plots\n\n");

@@ -35,6 +35,7 @@ struct Row {
   double bytes_per_query = NAN;     // storage reads (Shoal)
   double cache_hit_ratio = NAN;     // partition cache (Shoal)
   double queries_per_scan = NAN;    // Shoal: mean queries one partition scan served
+  double allocs_per_query = NAN;    // Shoal: shoald's heap allocations per query
   std::vector<std::pair<double, double>> cdf;  // latency (ms, fraction); not in the CSV
 
   std::string group() const;  // which curve: "closed-c16-k10", "batch-b100-k10", ...

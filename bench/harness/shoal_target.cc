@@ -303,6 +303,7 @@ ResourceUsage ShoalTarget::Usage() {
     u.cache_misses = Count(PrometheusSample(res->body, "shoal_cache_misses_total"));
     u.scan_queries_sum = PrometheusSample(res->body, "shoal_search_queries_per_scan_sum");
     u.scans = PrometheusSample(res->body, "shoal_search_queries_per_scan_count");
+    u.heap_allocations = PrometheusSample(res->body, "shoal_process_heap_allocations_total");
   }
   return u;
 }

@@ -28,6 +28,8 @@ struct ResourceUsage {
   // Shoal's shoal_search_queries_per_scan histogram: _sum (queries scored by partition scans)
   // and _count (scans); absent when the server does not export it.
   std::optional<double> scan_queries_sum, scans;
+  // shoald's shoal_process_heap_allocations_total; absent when it does not count them.
+  std::optional<double> heap_allocations;
 };
 
 class Target {

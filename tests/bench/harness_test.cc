@@ -415,7 +415,7 @@ TEST(Report, BestQpsRatiosCsvAndPlots) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), rows.size() + 1);
   for (const std::string& line : lines) {
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 25) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 26) << line;
   }
   EXPECT_THAT(lines[1], HasSubstr("ds,shoal:ivf_flat,nprobe,4,closed,1,1,"));
 
@@ -443,8 +443,24 @@ TEST(Report, QueriesPerScanIsTheHistogramsMeanOverThePointAndADashWhenAbsent) {
       MakeRow(d, gt, "shoal:ivf_flat@search.share_scans=false", "nprobe", 8, "closed", {}, p);
   EXPECT_TRUE(std::isnan(unknown.queries_per_scan));
   const std::string md = MarkdownReport({shared, unknown}, {.title = "t"}, {});
-  EXPECT_THAT(md, HasSubstr(" | 3.00 | 0 |\n"));
-  EXPECT_THAT(md, HasSubstr(" | - | 0 |\n"));
+  EXPECT_THAT(md, HasSubstr(" | 3.00 |  | 0 |\n"));  // allocs/q: empty, not counted
+  EXPECT_THAT(md, HasSubstr(" | - |  | 0 |\n"));
+}
+
+TEST(Report, AllocationsPerQueryAreShoaldsCounterOverThePoint) {
+  PointResult p;
+  p.queries = 200;
+  p.before.heap_allocations = 1000;
+  p.after.heap_allocations = 7000;
+  const Dataset d = Small(200, 4, 5);
+  GroundTruth gt;
+  Row row = MakeRow(d, gt, "shoal:ivf_pq", "nprobe", 8, "batch", {}, p);
+  EXPECT_DOUBLE_EQ(row.allocs_per_query, 30.0);
+  EXPECT_THAT(MarkdownReport({row}, {.title = "t"}, {}),
+              HasSubstr(" | - | 30 | 0 |\n"));  // q/scan "-", allocs/q 30
+  p.after.heap_allocations.reset();             // a server that does not count them
+  EXPECT_TRUE(
+      std::isnan(MakeRow(d, gt, "shoal:ivf_pq", "nprobe", 8, "batch", {}, p).allocs_per_query));
 }
 
 // ---- Shoal target: metrics, overrides --------------------------------------------------------
