@@ -151,8 +151,8 @@ struct ClientOptions {
   int max_message_bytes = 64 << 20;
 };
 
-// How SearchMany splits its queries: `batch` queries per request, at most `in_flight`
-// requests outstanding at once.
+// How SearchMany splits its queries: `batch` queries per message, at most `in_flight` messages
+// unanswered at once (keep it at most the server's search.stream_max_inflight, default 32).
 struct SearchManyOptions {
   size_t batch = 100;
   size_t in_flight = 4;
@@ -212,9 +212,10 @@ class Client {
                         const std::vector<std::vector<float>>& queries,
                         const SearchOptions& options, SearchBatchCallback done);
 
-  // A large query set: split into requests of `many.batch` queries with at most
-  // `many.in_flight` outstanding; one result per query, in query order. The first failed
-  // request's status is the answer (no further request starts; those in flight finish).
+  // A large query set over one SearchStream: messages of `many.batch` queries with at most
+  // `many.in_flight` unanswered; one result per query, in query order. The first failed
+  // message's status is the answer (no further message is sent). A server without
+  // SearchStream is asked with unary requests, `many.in_flight` at a time.
   absl::StatusOr<std::vector<SearchResult>> SearchMany(
       const std::string& collection, const std::vector<std::vector<float>>& queries,
       const SearchOptions& options = {}, const SearchManyOptions& many = {});

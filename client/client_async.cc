@@ -1,5 +1,5 @@
-// The asynchronous half of shoal::Client: SearchAsync, SearchBatchAsync and SearchMany on
-// gRPC's callback API. A call is an AsyncSearchCall that owns its request, context and
+// The asynchronous half of shoal::Client: SearchAsync, SearchBatchAsync and SearchMany's unary
+// fallback on gRPC's callback API. A call is an AsyncSearchCall that owns its request, context and
 // response, retries UNAVAILABLE after a grpc::Alarm (no thread sleeps), and deletes itself once
 // the caller's callback has run.
 #include <grpcpp/alarm.h>
@@ -202,9 +202,10 @@ std::future<absl::StatusOr<SearchResult>> Client::SearchAsync(const std::string&
   return future;
 }
 
-absl::StatusOr<std::vector<SearchResult>> Client::SearchMany(
-    const std::string& collection, const std::vector<std::vector<float>>& queries,
-    const SearchOptions& options, const SearchManyOptions& many) {
+absl::StatusOr<std::vector<SearchResult>> SearchManyUnary(
+    Client::Impl* impl, const std::string& collection,
+    const std::vector<std::vector<float>>& queries, const SearchOptions& options,
+    const SearchManyOptions& many) {
   auto job = std::make_shared<SearchManyJob>(queries.size(), many);
   // Starts batches while the in-flight bound allows; each completion starts the next. The
   // requests copy their queries, so `queries` is only read on this thread and the callbacks
@@ -217,7 +218,6 @@ absl::StatusOr<std::vector<SearchResult>> Client::SearchMany(
                                                           job->batch(), options));
   }
   auto shared_requests = std::make_shared<std::vector<v1::SearchRequest>>(std::move(requests));
-  Impl* impl = impl_.get();
   auto start_more = std::make_shared<std::function<void()>>();
   *start_more = [impl, job, shared_requests, weak = std::weak_ptr(start_more)] {
     while (std::optional<size_t> b = job->Claim()) {

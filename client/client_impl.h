@@ -64,4 +64,10 @@ struct Client::Impl {
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// SearchMany over unary Search requests (client_async.cc): for a server without SearchStream.
+absl::StatusOr<std::vector<SearchResult>> SearchManyUnary(
+    Client::Impl* impl, const std::string& collection,
+    const std::vector<std::vector<float>>& queries, const SearchOptions& options,
+    const SearchManyOptions& many);
+
 }  // namespace shoal

@@ -79,6 +79,9 @@ const std::vector<Field>& Fields() {
       {"search.max_queries_per_scan", "SHOAL_MAX_QUERIES_PER_SCAN", "--max-queries-per-scan",
        &Config::search_max_queries_per_scan,
        "queries one shared partition scan scores at most (later ones start a new scan; 1-4096)"},
+      {"search.stream_max_inflight", "SHOAL_STREAM_MAX_INFLIGHT", "--stream-max-inflight",
+       &Config::search_stream_max_inflight,
+       "searches one SearchStream runs at once (past it the server stops reading the stream)"},
       {"search.batch_bytes", "SHOAL_BATCH_BYTES", "--batch-bytes", &Config::search_batch_bytes,
        "B: bytes one search task scans at most (at least one partition)"},
       {"search.max_pinned_bytes_per_query", "SHOAL_MAX_PINNED_BYTES", "--max-pinned-bytes",
@@ -106,6 +109,10 @@ const std::vector<Field>& Fields() {
        &Config::cache_uncached_bytes,
        "partition bytes queries hold past a full cache, process-wide (reads wait, oldest query "
        "first); 0 = cache.bytes"},
+      {"cache.refine_bytes", "SHOAL_CACHE_REFINE_BYTES", "--cache-refine-bytes",
+       &Config::cache_refine_bytes,
+       "full-precision rows kept in memory for refine (SQ8/PQ segments), besides cache.bytes; "
+       "0 = cache.bytes / 8"},
       {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
        "--max-candidates-per-query", &Config::max_candidates_per_query,
        "k * refine_factor of one query; more get INVALID_ARGUMENT"},
@@ -224,6 +231,10 @@ int Config::EffectiveCpuThreads() const { return EffectiveSizing().cpu_threads; 
 
 int64_t Config::EffectiveCacheBytes() const { return EffectiveSizing().cache_bytes; }
 
+int64_t Config::EffectiveRefineBytes() const {
+  return cache_refine_bytes > 0 ? cache_refine_bytes : EffectiveCacheBytes() / 8;
+}
+
 absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   LoadedConfig loaded;
   CLI::App app{"shoald: the Shoal vector search server"};
@@ -296,6 +307,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   }
   // A shared scan scores all its queries' keys in one task (chunked, but its CPU time grows
   // with them): the cap bounds the scan an older query may wait for.
+  if (loaded.config.search_stream_max_inflight < 1) {
+    return absl::InvalidArgumentError("search.stream_max_inflight: must be at least 1");
+  }
   if (loaded.config.search_max_queries_per_scan < 1 ||
       loaded.config.search_max_queries_per_scan > kMaxQueriesPerScanLimit) {
     return absl::InvalidArgumentError(

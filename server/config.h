@@ -65,6 +65,9 @@ struct Config {
   // Queries one shared partition scan scores at most (later ones open a new scan), 1 to
   // kMaxQueriesPerScanLimit. Default: 64.
   int search_max_queries_per_scan = 64;
+  // Searches one SearchStream runs at once; past it the server stops reading that stream
+  // (HTTP/2 flow control pushes back on the client). Default: 32.
+  int search_stream_max_inflight = 32;
   // B: bytes one search task scans at most (at least one partition). Default: 8 MiB.
   int64_t search_batch_bytes = 8ll << 20;
   // Partition bytes one request may have fetched but not yet scanned (the prefetch depth).
@@ -115,6 +118,9 @@ struct Config {
   // oldest query first, and the oldest query always gets one (storage/cache/uncached_budget.h).
   // 0 = cache.bytes as resolved (so by default 25% of the memory limit again). Default: 0.
   int64_t cache_uncached_bytes = 0;
+  // Full-precision rows kept in memory for refine (storage/cache/row_cache.h), a budget of its
+  // own besides cache.bytes; 0 = cache.bytes / 8 as resolved. Default: 0.
+  int64_t cache_refine_bytes = 0;
   // What one request may make the server hold (DESIGN I-9), estimated from its fields before
   // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
   // INVALID_ARGUMENT. Default: 100000.
@@ -132,6 +138,9 @@ struct Config {
 
   // cache_bytes with 0 resolved against the machine.
   int64_t EffectiveCacheBytes() const;
+
+  // cache_refine_bytes with 0 resolved (cache.bytes / 8).
+  int64_t EffectiveRefineBytes() const;
 
   // cpu_threads with 0 resolved against the machine.
   int EffectiveCpuThreads() const;

@@ -2,13 +2,17 @@
 
 #include <grpcpp/support/status.h>
 
+#include <optional>
 #include <set>
 
 #include "core/index/distance.h"
 #include "prometheus/text_serializer.h"
+#include "server/alloc_counter.h"
 
 namespace shoal::server {
 namespace {
+
+constexpr char kHeapAllocations[] = "shoal_process_heap_allocations_total";
 
 const char* CodeName(int code) {
   static const char* kNames[] = {"OK",
@@ -107,10 +111,21 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
        "rate of this / rate of shoal_io_submissions_total)"},
       {"shoal_cache_hits_total", "Partition cache hits"},
       {"shoal_cache_misses_total", "Partition cache misses (loads started)"},
-      {"shoal_cache_evictions_total", "Partitions evicted from the cache"}};
+      {"shoal_cache_evictions_total", "Partitions evicted from the cache"},
+      {"shoal_refine_cache_hits_total", "Refine rows answered from the row cache"},
+      {"shoal_refine_cache_misses_total", "Refine rows read (page cache or disk)"},
+      {"shoal_refine_cache_evictions_total", "Rows evicted from the refine row cache"}};
   for (const auto& [name, help] : counters) {
     sampled_counters_[name] =
         &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
+  }
+  if (HeapAllocations()) {  // shoald counts them; tests and sanitizer builds do not
+    sampled_counters_[kHeapAllocations] =
+        &prometheus::BuildCounter()
+             .Name(kHeapAllocations)
+             .Help("Heap allocations (malloc, calloc, realloc) of the process since it started")
+             .Register(*registry_)
+             .Add({});
   }
   auto& cache_bytes = prometheus::BuildGauge()
                           .Name("shoal_cache_bytes")
@@ -123,6 +138,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                    .Help("Partition cache budget (cache.bytes)")
                                    .Register(*registry_)
                                    .Add({});
+  auto& refine_bytes = prometheus::BuildGauge()
+                           .Name("shoal_refine_cache_bytes")
+                           .Help("Refine row cache bytes (budget: cache.refine_bytes)")
+                           .Register(*registry_);
+  sampled_gauges_["refine_used"] = &refine_bytes.Add({{"state", "used"}});
+  sampled_gauges_["refine_budget"] = &refine_bytes.Add({{"state", "budget"}});
   prometheus::BuildGauge()
       .Name("shoal_simd_level")
       .Help("Distance kernel level in use")
@@ -195,6 +216,10 @@ std::string Metrics::Render(const std::vector<CollectionSample>& collections,
     disk_bytes_->Remove(it->second.second);
     it = collection_gauges_.erase(it);
   }
+  if (std::optional<uint64_t> n = HeapAllocations();
+      n && sampled_counters_.contains(kHeapAllocations)) {
+    SetCounter(kHeapAllocations, double(*n));
+  }
   SetCounter("shoal_io_reads_total", storage.io_reads);
   SetCounter("shoal_io_submissions_total", storage.io_submissions);
   SetCounter("shoal_io_read_bytes_total", storage.io_bytes);
@@ -208,6 +233,11 @@ std::string Metrics::Render(const std::vector<CollectionSample>& collections,
   sampled_gauges_.at("used")->Set(storage.cache_used);
   sampled_gauges_.at("pinned")->Set(storage.cache_pinned);
   sampled_gauges_.at("budget")->Set(storage.cache_budget);
+  SetCounter("shoal_refine_cache_hits_total", storage.refine_hits);
+  SetCounter("shoal_refine_cache_misses_total", storage.refine_misses);
+  SetCounter("shoal_refine_cache_evictions_total", storage.refine_evictions);
+  sampled_gauges_.at("refine_used")->Set(storage.refine_used);
+  sampled_gauges_.at("refine_budget")->Set(storage.refine_budget);
   arena_threads_->Set(arena.threads);
   arena_queued_->Set(arena.queued);
   const double busy_delta = arena.busy_seconds - arena_busy_->Value();

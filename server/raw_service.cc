@@ -52,6 +52,11 @@ grpc::ServerUnaryReactor* RawShoalService::Upsert(Ctx* ctx, const Bytes* req, By
   return Unary(ctx, "Upsert", *req, resp, &ShoalService::Upsert);
 }
 
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* RawShoalService::SearchStream(
+    Ctx* ctx) {
+  return service_->SearchStream(ctx);
+}
+
 grpc::ServerReadReactor<grpc::ByteBuffer>* RawShoalService::UpsertStream(Ctx* ctx, Bytes* resp) {
   return service_->UpsertStream(ctx, resp);
 }

@@ -98,7 +98,8 @@ absl::Status Server::OpenStorage() {
   s.io = *std::move(io);
   s.metrics.SetIoBackend(std::string(s.io->backend_name()));
   s.cache = std::make_unique<storage::PartitionCache>(uint64_t(config_.EffectiveCacheBytes()),
-                                                      uint64_t(config_.cache_uncached_bytes));
+                                                      uint64_t(config_.cache_uncached_bytes),
+                                                      uint64_t(config_.EffectiveRefineBytes()));
 
   storage::CollectionOptions options;
   options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);
@@ -126,7 +127,8 @@ void Server::StartService() {
           RequestLimits{uint64_t(config_.max_candidates_per_query),
                         uint64_t(config_.max_request_bytes), uint64_t(config_.max_message_bytes)},
           uint64_t(config_.max_inflight_request_bytes), config_.max_inflight_per_peer,
-          config_.search_share_scans, size_t(config_.search_max_queries_per_scan)});
+          config_.search_share_scans, size_t(config_.search_max_queries_per_scan),
+          config_.search_stream_max_inflight});
   s.raw_service = std::make_unique<RawShoalService>(s.service.get());
   s.service->SetMaintenanceExecutor(s.maintenance.get());
 }
@@ -179,6 +181,12 @@ absl::Status Server::StartHttp() {
             double(cache.hits),        double(cache.misses),       double(cache.evictions),
             double(cache.used_bytes),  double(cache.pinned_bytes), double(s.cache->budget()),
             double(io.kernel_us) / 1e6};
+        const auto rows = s.cache->rows().stats();
+        storage.refine_hits = double(rows.hits);
+        storage.refine_misses = double(rows.misses);
+        storage.refine_evictions = double(rows.evictions);
+        storage.refine_used = double(rows.used_bytes);
+        storage.refine_budget = double(s.cache->rows().budget());
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }, authorize_metrics});

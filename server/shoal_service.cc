@@ -352,15 +352,70 @@ void AppendResults(const std::vector<core::QueryResult>& results, const v1::Sear
 
 }  // namespace
 
+// The token of one search: the call's, or, with timeout_ms, one that also expires then.
+std::shared_ptr<core::CancelToken> SearchToken(std::shared_ptr<core::CancelToken> call,
+                                               uint32_t timeout_ms) {
+  if (timeout_ms == 0) return call;
+  const auto deadline = std::min(
+      call->deadline(), core::CancelToken::Clock::now() + std::chrono::milliseconds(timeout_ms));
+  auto token = std::make_shared<core::CancelToken>(deadline);
+  // The call's cancellation reaches the search (one callback per search, as the token asks).
+  call->OnCancel([token] { token->Cancel(); });
+  return token;
+}
+
 void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1::SearchRequest* req,
                           v1::SearchResponse* resp) {
-  auto found = AdmitAndLookup(ctx, req->collection(), "collection");
+  if (absl::Status admitted = Admit(ctx); !admitted.ok()) return r->FinishWith(admitted);
+  SearchCall call;
+  call.req = req;
+  call.resp = resp;
+  call.cancel = SearchToken(r->cancel_token(), req->timeout_ms());
+  call.peer = ctx->peer();
+  RunSearch(std::move(call), Guarded(r, [r](absl::Status status) { r->FinishWith(status); }));
+}
+
+// A SearchDone that runs once: an exception after the search answered must not answer again.
+class OnceDone {
+ public:
+  explicit OnceDone(ShoalService::SearchDone done) : done_(std::move(done)) {}
+  void operator()(absl::Status status) {
+    if (!called_.exchange(true)) std::move(done_)(std::move(status));
+  }
+
+ private:
+  std::atomic<bool> called_{false};
+  ShoalService::SearchDone done_;
+};
+
+namespace {
+
+// Wraps work that ends in `once`: an exception answers INTERNAL instead of escaping.
+template <typename Fn>
+auto GuardedSearch(std::shared_ptr<OnceDone> once, Fn fn) {
+  return [once = std::move(once), fn = std::move(fn)](auto&&... args) mutable {
+    try {
+      fn(std::forward<decltype(args)>(args)...);
+    } catch (const std::exception& e) {
+      (*once)(InternalErrorIn("Search", e.what()));
+    } catch (...) {
+      (*once)(InternalErrorIn("Search", "unknown exception"));
+    }
+  };
+}
+
+}  // namespace
+
+void ShoalService::RunSearch(SearchCall call, SearchDone done) {
+  auto once = std::make_shared<OnceDone>(std::move(done));
+  const v1::SearchRequest* req = call.req;
+  call.resp->set_tag(req->tag());
+  if (!admitting_.load()) return (*once)(absl::UnavailableError("the server is shutting down"));
+  if (absl::Status s = call.cancel->Check(); !s.ok()) return (*once)(s);
+  auto found = Lookup(req->collection(), "collection");
   absl::Status s = found.status();
   if (s.ok()) s = ValidateSearch(*req, (*found)->dim());
-  if (!s.ok()) {
-    r->FinishWith(s);
-    return;
-  }
+  if (!s.ok()) return (*once)(s);
   std::shared_ptr<storage::Collection> collection = *std::move(found);
   const uint32_t collection_nprobe = collection->manifest()->index.default_nprobe;
   const uint32_t nprobe = req->nprobe()       ? req->nprobe()
@@ -369,50 +424,48 @@ void ShoalService::Search(CallbackServerContext* ctx, UnaryReactor* r, const v1:
   storage::SearchSnapshot snapshot = collection->SearchView();
   absl::StatusOr<uint64_t> cost =
       SearchCost(*req, ShapeOf(*collection, snapshot, nprobe), options_.limits);
-  if (!cost.ok()) {
-    r->FinishWith(cost.status());
-    return;
-  }
+  if (!cost.ok()) return (*once)(cost.status());
   // This connection's share first: a greedy client is refused before it takes a server slot.
-  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(ctx->peer());
-  if (!peer_slot.ok()) {
-    metrics_->CountRefusal(Refusal::kPeerSlots);
-    r->FinishWith(peer_slot.status());
-    return;
+  PeerSlots::Slot peer_slot;
+  if (call.peer) {
+    absl::StatusOr<PeerSlots::Slot> acquired = peer_slots_.Acquire(*call.peer);
+    if (!acquired.ok()) {
+      metrics_->CountRefusal(Refusal::kPeerSlots);
+      return (*once)(acquired.status());
+    }
+    peer_slot = *std::move(acquired);
   }
   if (inflight_searches_.fetch_add(1) >= options_.max_inflight_searches) {
     inflight_searches_.fetch_sub(1);
     metrics_->CountRefusal(Refusal::kServerSlots);
-    r->FinishWith(absl::ResourceExhaustedError(absl::StrCat(
+    return (*once)(absl::ResourceExhaustedError(absl::StrCat(
         "too many searches in flight (search.max_inflight = ", options_.max_inflight_searches,
         "); retry with backoff")));
-    return;
   }
   // From here the slot is returned on every path, an exception's included.
   SearchSlot slot(this);
   auto reservation = inflight_bytes_.Acquire(*cost);
   if (!reservation.ok()) {
     metrics_->CountRefusal(Refusal::kInflightBytes);
-    r->FinishWith(reservation.status());
-    return;
+    return (*once)(reservation.status());
   }
   core::IvfSearchRequest search = ToEngineRequest(*collection, std::move(snapshot), *req, nprobe);
-  search.cancel = r->cancel_token();
+  search.cancel = call.cancel;
   search.options.batch_partitions = options_.batch_partitions;
   search.options.batch_bytes = options_.batch_bytes;
   search.options.max_pinned_bytes = options_.max_pinned_bytes;
   search.share = scan_share_;
-  auto done = [this, r, req, resp, collection, slot = std::move(slot),
-               peer_slot = *std::move(peer_slot), reservation = *std::move(reservation)](
-                  absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
+  auto finish = [this, once, req, resp = call.resp, collection, slot = std::move(slot),
+                 peer_slot = std::move(peer_slot), reservation = *std::move(reservation)](
+                    absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
     slot.Release();
-    FinishSearch(r, req, resp, collection, std::move(peer_slot), std::move(reservation),
+    FinishSearch(once, req, resp, collection, std::move(peer_slot), std::move(reservation),
                  std::move(results));
   };
-  core::IvfSearch(*cpu_, std::move(search), Guarded(r, std::move(done)));
+  core::IvfSearch(*cpu_, std::move(search), GuardedSearch(once, std::move(finish)));
 }
 
-void ShoalService::FinishSearch(UnaryReactor* r, const v1::SearchRequest* req,
+void ShoalService::FinishSearch(const std::shared_ptr<OnceDone>& once, const v1::SearchRequest* req,
                                 v1::SearchResponse* resp,
                                 const std::shared_ptr<storage::Collection>& collection,
                                 PeerSlots::Slot peer_slot, InflightBytes::Reservation reservation,
@@ -420,23 +473,24 @@ void ShoalService::FinishSearch(UnaryReactor* r, const v1::SearchRequest* req,
   if (!results.ok()) {
     reservation.Release();
     peer_slot.Release();
-    return r->FinishWith(results.status());
+    return (*once)(results.status());
   }
   AppendResults(*results, *req, resp);
   if (!req->include_vectors() && !req->include_attributes()) {
     reservation.Release();
     peer_slot.Release();
-    return r->FinishWith(absl::OkStatus());
+    return (*once)(absl::OkStatus());
   }
   // Vectors and attributes may live in segments (blocking reads): not on the arena.
-  admin_->Submit(Guarded(r, [this, r, req, resp, collection, peer_slot = std::move(peer_slot),
-                             reservation = std::move(reservation)]() mutable {
-    absl::Status attached =
-        AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
-    reservation.Release();
-    peer_slot.Release();
-    r->FinishWith(attached);
-  }));
+  admin_->Submit(
+      GuardedSearch(once, [this, once, req, resp, collection, peer_slot = std::move(peer_slot),
+                           reservation = std::move(reservation)]() mutable {
+        absl::Status attached =
+            AttachPoints(*collection, *req, options_.limits.max_response_bytes, resp);
+        reservation.Release();
+        peer_slot.Release();
+        (*once)(attached);
+      }));
 }
 
 ShoalService::SearchSlot::SearchSlot(ShoalService* service) : service_(service) {

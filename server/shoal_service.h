@@ -17,11 +17,14 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
 #include "core/index/scan_share.h"
@@ -34,7 +37,13 @@
 namespace shoal::server {
 
 class UnaryReactor;
+class OnceDone;  // a SearchDone that runs once (shoal_service.cc)
 using grpc::CallbackServerContext;
+
+// The token of one search: `call` (the RPC's), or with timeout_ms > 0 one that also expires
+// timeout_ms from now and is cancelled with `call`.
+std::shared_ptr<core::CancelToken> SearchToken(std::shared_ptr<core::CancelToken> call,
+                                               uint32_t timeout_ms);
 
 // The health service name of a collection: "shoal.v1.Shoal/<collection>".
 std::string CollectionHealthName(const std::string& collection);
@@ -55,7 +64,21 @@ class ShoalService final {
     int max_inflight_per_peer = 0;
     bool share_scans = true;  // search.share_scans
     size_t max_queries_per_scan = 64;
+    int stream_max_inflight = 32;  // search.stream_max_inflight: one SearchStream's at once
   };
+
+  // One Search after the call was admitted (Admit): what the unary handler and SearchStream
+  // share. `req` and `resp` live until `done` has run.
+  struct SearchCall {
+    const v1::SearchRequest* req = nullptr;
+    v1::SearchResponse* resp = nullptr;
+    std::shared_ptr<core::CancelToken> cancel;  // the search's deadline and cancellation
+    // The connection whose server.max_inflight_per_peer share it takes; nullopt: none (a
+    // stream's message, bounded by the stream's own flow control).
+    std::optional<std::string> peer;
+  };
+  // Runs once, on any thread: OK with `resp` filled, or the search's error.
+  using SearchDone = absl::AnyInvocable<void(absl::Status) &&>;
 
   ShoalService(storage::Catalog* catalog, core::Executor* cpu, core::Executor* admin,
                Metrics* metrics, Options options);
@@ -101,6 +124,14 @@ class ShoalService final {
   // Client streaming: raw messages, parsed one by one (upsert_stream.cc).
   grpc::ServerReadReactor<grpc::ByteBuffer>* UpsertStream(CallbackServerContext* ctx,
                                                           grpc::ByteBuffer* resp);
+  // Bidirectional streaming: many searches, each answered when done (search_stream.cc).
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SearchStream(
+      CallbackServerContext* ctx);
+
+  // Validates, prices (I-9) and admits one search (server slots, the peer's share, in-flight
+  // bytes), then runs it on the arena; `done` answers it. Never blocks.
+  void RunSearch(SearchCall call, SearchDone done);
+  const Options& options() const { return options_; }
 
   // Shared by the handlers and the streaming reactor.
   absl::Status Admit(grpc::CallbackServerContext* ctx) const;
@@ -138,7 +169,8 @@ class ShoalService final {
   // Search's completion: the engine's results into `resp` (the stored points attached on the
   // admin executor when asked for), then Finish; releases the request's byte reservation and
   // its connection's slot on every path.
-  void FinishSearch(UnaryReactor* r, const v1::SearchRequest* req, v1::SearchResponse* resp,
+  void FinishSearch(const std::shared_ptr<OnceDone>& once, const v1::SearchRequest* req,
+                    v1::SearchResponse* resp,
                     const std::shared_ptr<storage::Collection>& collection,
                     PeerSlots::Slot peer_slot, InflightBytes::Reservation reservation,
                     absl::StatusOr<std::vector<core::QueryResult>> results);

@@ -82,6 +82,12 @@ STATUS = {
         "smaller requests)",
         "`DEADLINE_EXCEEDED` / `CANCELLED` are honoured mid-search: the server stops the "
         "query's work and returns its resources"],
+    "SearchStream": [
+        "each message as Search, answered in that message's `error` (the stream goes on); a "
+        "message that does not parse is answered `INVALID_ARGUMENT` with tag 0",
+        "the stream's own status: `UNAUTHENTICATED` without a valid API key, `UNAVAILABLE` "
+        "while the server shuts down, `CANCELLED` when the client cancels (every running "
+        "search of the stream stops); otherwise OK once every message is answered"],
     "BuildIndex": [
         "`INVALID_ARGUMENT` for a bad collection name", _COLL,
         "`FAILED_PRECONDITION` when the collection was dropped or the server is shutting down "
@@ -107,6 +113,8 @@ PYTHON = {
     "Delete": "delete(name, ids)",
     "Get": "get(name, ids, include_vectors=False)",
     "Search": "search(name, queries, k=10, nprobe=None, refine_factor=None)",
+    "SearchStream": "search_many(name, queries, k=10, nprobe=None, refine_factor=None, batch=1, "
+                    "in_flight=16)",
     "BuildIndex": "build_index(name, wait=True)",
     "Flush": "flush(name)",
 }
@@ -213,7 +221,7 @@ def render(fd):
         w("| RPC | request | response | Python SDK |\n| --- | --- | --- | --- |")
         for method in service.method:
             req = ("stream " if method.client_streaming else "") + method.input_type.split(".")[-1]
-            resp = method.output_type.split(".")[-1]
+            resp = ("stream " if method.server_streaming else "") + method.output_type.split(".")[-1]
             w(f"| [{method.name}](#{method.name.lower()}) | {req} | {resp} | "
               f"`{PYTHON.get(method.name, '')}` |")
         w("")
@@ -221,8 +229,9 @@ def render(fd):
             req = method.input_type.split(".")[-1]
             resp = method.output_type.split(".")[-1]
             stream = "stream " if method.client_streaming else ""
+            out_stream = "stream " if method.server_streaming else ""
             w(f"### {method.name}\n")
-            w(f"`rpc {method.name}({stream}{req}) returns ({resp})`"
+            w(f"`rpc {method.name}({stream}{req}) returns ({out_stream}{resp})`"
               f" — request [{req}](#{req.lower()}), response [{resp}](#{resp.lower()}).\n")
             doc = c.get(6, si, 2, mi)
             if doc:

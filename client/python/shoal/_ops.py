@@ -134,6 +134,43 @@ class SearchPlan:
         return results[0] if self.single else results
 
 
+class StreamPlan:
+    """search_many()'s arguments: SearchStream messages of `batch` queries, tagged by index."""
+
+    def __init__(self, name, queries, k, nprobe, refine_factor, batch, in_flight, timeout):
+        self.search = SearchPlan(name, queries, k, nprobe, refine_factor)
+        if int(batch) < 1 or int(in_flight) < 1:
+            raise errors.InvalidArgument("batch and in_flight: must be at least 1")
+        self.batch = min(int(batch), self.search.per_request)
+        self.in_flight = int(in_flight)
+        self.timeout_ms = max(1, int(timeout * 1000)) if timeout else 0
+        n = len(self.search.queries)
+        self.messages = (n + self.batch - 1) // self.batch
+
+    def message(self, i) -> bytes:
+        s, lo = self.search, i * self.batch
+        return _wire.encode_search(s.name, s.queries[lo:lo + self.batch], s.k, s.nprobe,
+                                   s.refine_factor, tag=i, timeout_ms=self.timeout_ms)
+
+    def stream_deadline(self, timeout):
+        """The stream's deadline (seconds): one message timeout per window of messages."""
+        return timeout * (self.messages // self.in_flight + 2) if timeout else None
+
+    def collect(self, responses):
+        """The answers (any order) as results in query order; the first failed message raises."""
+        by_tag = [None] * self.messages
+        for resp in responses:
+            if resp.HasField("error"):
+                raise errors.error_for_code(resp.error.code, resp.error.message)
+            if resp.tag >= self.messages or by_tag[resp.tag] is not None:
+                raise errors.Internal(f"SearchStream answered tag {resp.tag}, which was not asked")
+            by_tag[resp.tag] = resp
+        if any(r is None for r in by_tag):
+            raise errors.Internal("SearchStream ended before every answer")
+        results = self.search.answer(by_tag)
+        return [results] if self.search.single else results
+
+
 def id_chunks(ids, per_request):
     arr = _wire.as_ids(ids)
     if len(arr) == 0:

@@ -214,8 +214,9 @@ def encode_upsert(collection: str, ids: np.ndarray, vectors: np.ndarray,
 
 
 def encode_search(collection: str, queries: np.ndarray, k: int, nprobe: int,
-                  refine_factor: int) -> bytes:
-    """The serialized SearchRequest (packed_results = true) for the rows of `queries`."""
+                  refine_factor: int, tag: int = 0, timeout_ms: int = 0) -> bytes:
+    """The serialized SearchRequest (packed_results = true) for the rows of `queries`;
+    `tag` and `timeout_ms` for SearchStream messages."""
     nq, dim = queries.shape
     inner = (b"\x0a" + _varint(4 * dim)) if dim else b""
     prefix = b"\x12" + _varint(len(inner) + 4 * dim) + inner
@@ -225,9 +226,10 @@ def encode_search(collection: str, queries: np.ndarray, k: int, nprobe: int,
     rows[:, len(prefix):] = queries.view(np.uint8).reshape(nq, 4 * dim)
     head = _field_bytes(0x0A, collection.encode()) if collection else b""
     tail = b""
-    for tag, value in ((0x18, k), (0x20, nprobe), (0x28, refine_factor)):
+    for key, value in ((0x18, k), (0x20, nprobe), (0x28, refine_factor), (0x48, tag),
+                       (0x50, timeout_ms)):
         if value:
-            tail += bytes([tag]) + _varint(int(value))
+            tail += bytes([key]) + _varint(int(value))
     return head + rows.tobytes() + tail + b"\x40\x01"
 
 

@@ -17,6 +17,7 @@ from ._health import health_pb2
 from .v1 import shoal_pb2 as pb
 
 SEARCH_REQUESTS_IN_FLIGHT = 4
+SEARCH_STREAM_IN_FLIGHT = 16  # at most shoald's search.stream_max_inflight (default 32)
 
 
 class AsyncClient:
@@ -45,6 +46,9 @@ class AsyncClient:
         self._upsert_stream = self._channel.stream_unary(
             _ops.SERVICE + "UpsertStream", request_serializer=_wire.identity,
             response_deserializer=pb.UpsertResponse.FromString)
+        self._search_stream = self._channel.stream_stream(
+            _ops.SERVICE + "SearchStream", request_serializer=_wire.identity,
+            response_deserializer=pb.SearchResponse.FromString)
         self._health = self._channel.unary_unary(
             _ops.HEALTH_CHECK, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
             response_deserializer=health_pb2.HealthCheckResponse.FromString)
@@ -141,6 +145,40 @@ class AsyncClient:
                 return await self._call("Search", request)
 
         return plan.answer(await asyncio.gather(*(one(r) for r in plan.requests())))
+
+    async def search_many(self, name: str, queries, k: int = 10, nprobe: Optional[int] = None,
+                          refine_factor: Optional[int] = None, batch: int = 1,
+                          in_flight: int = SEARCH_STREAM_IN_FLIGHT):
+        """As shoal.Client.search_many: one SearchStream, results in query order."""
+        plan = _ops.StreamPlan(name, queries, k, nprobe, refine_factor, batch, in_flight,
+                               self.timeout)
+        window = asyncio.Semaphore(plan.in_flight)
+        call = self._search_stream(timeout=plan.stream_deadline(self.timeout),
+                                   metadata=self._metadata)
+
+        async def write():
+            for i in range(plan.messages):
+                await window.acquire()
+                await call.write(plan.message(i))
+            await call.done_writing()
+
+        writer = asyncio.ensure_future(write())
+        responses = []
+        try:
+            while len(responses) < plan.messages:
+                resp = await call.read()
+                if resp is grpc.aio.EOF:
+                    break
+                window.release()
+                responses.append(resp)
+                if resp.HasField("error"):
+                    break
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+        finally:
+            writer.cancel()
+            call.cancel()
+        return plan.collect(responses)
 
     async def build_index(self, name: str, wait: bool = True):
         """wait=True: returns the server's message when the build is done. wait=False: returns

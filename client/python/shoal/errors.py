@@ -113,8 +113,14 @@ _BY_CODE = {cls.code: cls for cls in (
     Internal, Unavailable, DataLoss, Unauthenticated)}
 
 
+_BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
+
+
 def error_for_code(code, message):
-    """The exception for a grpc.StatusCode, with the server's message."""
+    """The exception for a grpc.StatusCode (or its number, as SearchResponse.error carries it),
+    with the server's message."""
+    if isinstance(code, int):
+        code = _BY_NUMBER.get(code, grpc.StatusCode.UNKNOWN)
     return _BY_CODE.get(code, ShoalError)(message, code)
 
 

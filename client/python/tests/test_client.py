@@ -198,6 +198,28 @@ def test_search_splits_a_large_query_set_into_requests_in_order(api, name, monke
     assert [int(r.ids[0]) for r in results] == list(range(30))
 
 
+def test_search_many_streams_the_queries_and_answers_in_query_order(api, name):
+    api.create_collection(name, dim=DIM)
+    ids, x = points(300)
+    api.upsert(name, ids, x)
+    for batch, in_flight in ((1, 16), (7, 2)):
+        results = api.search_many(name, x[:40], k=3, batch=batch, in_flight=in_flight)
+        assert len(results) == 40
+        assert [int(r.ids[0]) for r in results] == list(range(40))
+        one = api.search(name, x[11], k=3)
+        assert results[11].ids.tolist() == one.ids.tolist()
+        np.testing.assert_array_equal(results[11].distances, one.distances)
+
+
+def test_search_many_raises_the_first_failed_messages_error(api, name):
+    api.create_collection(name, dim=DIM)
+    api.upsert(name, *points(20))
+    with pytest.raises(shoal.InvalidArgument, match="k: "):
+        api.search_many(name, np.zeros((5, DIM)), k=0)
+    with pytest.raises(shoal.NotFound, match="collection"):
+        api.search_many("no-such-collection", np.zeros((3, DIM)))
+
+
 def test_search_with_nprobe_and_refine_factor_on_an_ivf_sq8_index(api, name):
     api.create_collection(name, dim=DIM, index="ivf_sq8", nlist=4)
     ids, x = points(500)

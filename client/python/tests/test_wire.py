@@ -39,6 +39,16 @@ def test_encode_search_matches_protobuf(k, nprobe, refine):
     assert _wire.encode_search("fmnist", q, k, nprobe, refine) == expect.SerializeToString()
 
 
+@pytest.mark.parametrize("tag,timeout_ms", [(0, 0), (1, 0), (2**40 + 3, 250)])
+def test_encode_search_carries_the_stream_tag_and_timeout(tag, timeout_ms):
+    q = np.ones((2, 4), dtype=np.float32)
+    req = pb.SearchRequest.FromString(
+        _wire.encode_search("c", q, 10, 4, 2, tag=tag, timeout_ms=timeout_ms))
+    assert (req.tag, req.timeout_ms, req.k, req.nprobe, req.refine_factor) == \
+        (tag, timeout_ms, 10, 4, 2)
+    assert req.packed_results and len(req.queries) == 2
+
+
 def test_results_decode_packed_arrays_and_fall_back_to_hits():
     resp = pb.SearchResponse()
     r = resp.results.add(ids=[3, 2**64 - 1], distances=[0.5, 1.5])
