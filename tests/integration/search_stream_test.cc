@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/integration/grid_points.h"
 #include "tests/integration/shoald_process.h"
 
 namespace shoal {
@@ -28,16 +29,7 @@ using testing::ShoaldProcess;
 
 constexpr uint32_t kDim = 16;
 
-std::vector<Point> Grid(uint64_t first, uint64_t n, uint32_t dim) {
-  std::vector<Point> points;
-  for (uint64_t i = first; i < first + n; ++i) {
-    Point p;
-    p.id = i;
-    for (uint32_t j = 0; j < dim; ++j) p.vector.push_back(float((i * 31 + j * 7) % 97));
-    points.push_back(std::move(p));
-  }
-  return points;
-}
+using testing::Grid;
 
 std::vector<float> Query(uint64_t i, uint32_t dim) {
   std::vector<float> q(dim);

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "shoal/v1/shoal.pb.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/integration/grid_points.h"
 #include "tests/integration/raw_call.h"
 #include "tests/integration/shoald_process.h"
 
@@ -21,16 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ShoaldProcess;
 
-std::vector<Point> Grid(uint64_t first, uint64_t n, uint32_t dim) {
-  std::vector<Point> points;
-  for (uint64_t i = first; i < first + n; ++i) {
-    Point p;
-    p.id = i;
-    for (uint32_t j = 0; j < dim; ++j) p.vector.push_back(float((i * 31 + j * 7) % 97));
-    points.push_back(std::move(p));
-  }
-  return points;
-}
+using testing::Grid;
 
 void ExpectError(const absl::Status& s, absl::StatusCode code, const std::string& text) {
   EXPECT_EQ(s.code(), code) << s;
