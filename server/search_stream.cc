@@ -24,7 +24,7 @@
 //
 // Locking: mu_ guards the state. RunSearch() and CancelToken::Cancel() are called without mu_
 // (a search may answer inline, which takes mu_), and so is Finish(): after it gRPC may run
-// OnDone() (delete this) on another thread at once.
+// OnDone() on another thread at once, and whichever of the two ends last deletes the reactor.
 #include <chrono>
 #include <deque>
 #include <list>
@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/convert.h"
+#include "server/reactor_lifetime.h"
 #include "server/shoal_service.h"
 #include "server/unary_reactor.h"
 
@@ -64,7 +65,7 @@ class SearchStreamReactor final
         StartRead(&raw_);
       }
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   void OnReadDone(bool ok) override {
@@ -86,7 +87,7 @@ class SearchStreamReactor final
         handing_over_ = true;  // the call cannot finish before this OnReadDone returns
       }
     }
-    if (finish) return Finish(*finish);
+    if (finish) return FinishStream(*finish);
     if (message == nullptr) return;
     if (!parsed.ok()) {
       OnSearchDone(message, parsed);
@@ -104,7 +105,7 @@ class SearchStreamReactor final
       MaybeReadNextLocked();
       finish = MaybeFinishLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   void OnWriteDone(bool ok) override {
@@ -121,7 +122,7 @@ class SearchStreamReactor final
       MaybeReadNextLocked();
       finish = MaybeFinishLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   // The client cancelled (or the call's deadline passed): every running search stops.
@@ -137,10 +138,16 @@ class SearchStreamReactor final
 
   void OnDone() override {
     service_->metrics()->RpcDone();
-    delete this;
+    if (lifetime_.Ended()) delete this;
   }
 
  private:
+  // Finish(), then delete this if OnDone() already ran (server/reactor_lifetime.h).
+  void FinishStream(const grpc::Status& status) {
+    Finish(status);
+    if (lifetime_.Ended()) delete this;
+  }
+
   // One search of the stream, from its read to its answer's serialisation.
   struct Message {
     v1::SearchRequest request;
@@ -208,7 +215,7 @@ class SearchStreamReactor final
       MaybeReadNextLocked();
       finish = MaybeFinishLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   void MaybeWriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -246,6 +253,7 @@ class SearchStreamReactor final
   const size_t max_inflight_;
   const std::chrono::steady_clock::time_point start_;
 
+  ReactorLifetime lifetime_;
   absl::Mutex mu_;
   grpc::ByteBuffer raw_ ABSL_GUARDED_BY(mu_);                 // the message being read
   std::list<Message> running_ ABSL_GUARDED_BY(mu_);           // read, not yet answered

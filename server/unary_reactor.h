@@ -1,6 +1,6 @@
 // UnaryReactor: the reactor every unary handler finishes. It records the RPC's latency and
 // status code in Metrics when finished, forwards client cancellation to the request's
-// CancelToken, and deletes itself when gRPC is done with it.
+// CancelToken, and deletes itself once gRPC is done with it and FinishWith() has returned.
 //
 // RawUnaryReactor<Request, Response> (the one the service creates) also owns the call's
 // request and response messages: gRPC hands Shoal raw bytes (see raw_service.h), the request is
@@ -26,6 +26,7 @@
 #include "core/base/tsan.h"
 #include "server/convert.h"
 #include "server/metrics.h"
+#include "server/reactor_lifetime.h"
 
 namespace shoal::server {
 
@@ -73,13 +74,14 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
     // gRPC runs OnDone on its own thread once the answer is sent, ordered inside libgrpc.
     core::TsanHandOff(this);
     Finish(ToGrpc(status));
+    if (lifetime_.Ended()) delete this;  // see server/reactor_lifetime.h
   }
 
   void OnCancel() override { token_->Cancel(); }
   void OnDone() override {
     core::TsanTakeOver(this);
     metrics_->RpcDone();
-    delete this;
+    if (lifetime_.Ended()) delete this;
   }
 
  protected:
@@ -93,6 +95,7 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
   const std::chrono::steady_clock::time_point start_;
   const std::shared_ptr<core::CancelToken> token_;
   std::atomic<bool> finished_{false};
+  ReactorLifetime lifetime_;
 };
 
 // Parses a raw request. INVALID_ARGUMENT names the message type when the bytes do not parse.

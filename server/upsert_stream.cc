@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/convert.h"
+#include "server/reactor_lifetime.h"
 #include "server/shoal_service.h"
 #include "server/unary_reactor.h"
 #include "server/validation.h"
@@ -23,9 +24,9 @@ namespace {
 constexpr int kMaxOutstanding = 4;
 
 // Locking rule: mu_ guards the state, but Finish() and Collection::Upsert() are always called
-// with mu_ released. After Finish() gRPC may run OnDone() (delete this) on another thread at
-// once, so nothing touches the reactor after calling it; and a WAL that refuses a write calls
-// back inline, which must not find mu_ held.
+// with mu_ released. After Finish() gRPC may run OnDone() on another thread at once (and
+// whichever of the two ends last deletes the reactor), so nothing touches the reactor after calling
+// it; and a WAL that refuses a write calls back inline, which must not find mu_ held.
 class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   UpsertStreamReactor(ShoalService* service, grpc::CallbackServerContext* ctx,
@@ -44,7 +45,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
         StartRead(&raw_);
       }
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   void OnReadDone(bool ok) override {
@@ -73,7 +74,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
       }
     }
     if (finish) {
-      Finish(*finish);
+      FinishStream(*finish);
       return;
     }
     if (target) HandOver(std::move(target), std::move(records));
@@ -81,10 +82,16 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 
   void OnDone() override {
     service_->metrics()->RpcDone();
-    delete this;
+    if (lifetime_.Ended()) delete this;
   }
 
  private:
+  // Finish(), then delete this if OnDone() already ran (server/reactor_lifetime.h).
+  void FinishStream(const grpc::Status& status) {
+    Finish(status);
+    if (lifetime_.Ended()) delete this;
+  }
+
   // Accept(), then the message's WAL records; an exception (an allocation failure on a large
   // message) fails the stream with INTERNAL instead of reaching gRPC.
   absl::Status AcceptCatching(std::vector<storage::PointRecord>* records)
@@ -141,7 +148,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
       MaybeReadNextLocked();
       finish = MaybeFinishLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   void OnCommitted(absl::StatusOr<uint64_t> n) {
@@ -157,7 +164,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
       }
       finish = MaybeFinishLocked();
     }
-    if (finish) Finish(*finish);
+    if (finish) FinishStream(*finish);
   }
 
   // One read at a time, none while a message is being handed over, and at most
@@ -196,6 +203,7 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
   grpc::ByteBuffer* const wire_response_;
   const std::chrono::steady_clock::time_point start_;
 
+  ReactorLifetime lifetime_;
   absl::Mutex mu_;
   grpc::ByteBuffer raw_ ABSL_GUARDED_BY(mu_);  // the message being read
   v1::UpsertRequest request_ ABSL_GUARDED_BY(mu_);

@@ -58,7 +58,7 @@ class ShoaldProcess {
     if (!server_->running()) return;
     const int code = server_->Terminate();
     EXPECT_EQ(code, 0) << "shoald did not exit cleanly after SIGTERM (3: shutdown left state "
-                          "allocated, -1: killed or signalled); its log ends:\n"
+                          "allocated, 66: a sanitizer report, -1: killed or signalled); its log:\n"
                        << LogTail();
   }
   ShoaldProcess(const ShoaldProcess&) = delete;
@@ -69,8 +69,14 @@ class ShoaldProcess {
   int http_port() const { return server_->http_port(); }
   pid_t pid() const { return server_->pid(); }
   std::string log() const { return server_->ReadLog(); }
+  // The log's end, or, when a sanitizer reported, the start of its first report (the end of a
+  // TSan report is thread-creation stacks, not the race).
   std::string LogTail() const {
     const std::string all = log();
+    for (const char* marker : {"WARNING: ThreadSanitizer", "ERROR: AddressSanitizer",
+                               "runtime error:", "ERROR: LeakSanitizer"}) {
+      if (const size_t at = all.find(marker); at != std::string::npos) return all.substr(at, 8000);
+    }
     return all.size() <= 4000 ? all : all.substr(all.size() - 4000);
   }
 
