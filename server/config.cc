@@ -79,6 +79,12 @@ const std::vector<Field>& Fields() {
       {"search.max_queries_per_scan", "SHOAL_MAX_QUERIES_PER_SCAN", "--max-queries-per-scan",
        &Config::search_max_queries_per_scan,
        "queries one shared partition scan scores at most (later ones start a new scan; 1-4096)"},
+      {"search.batch_requests", "SHOAL_BATCH_REQUESTS", "--batch-requests",
+       &Config::search_batch_requests,
+       "searches that arrive while the CPU reservation is busy are merged into one engine batch"},
+      {"search.max_batch_queries", "SHOAL_MAX_BATCH_QUERIES", "--max-batch-queries",
+       &Config::search_max_batch_queries,
+       "queries merged into one engine batch at most (a bigger request runs alone; >= 1)"},
       {"search.stream_max_inflight", "SHOAL_STREAM_MAX_INFLIGHT", "--stream-max-inflight",
        &Config::search_stream_max_inflight,
        "searches one SearchStream runs at once (past it the server stops reading the stream)"},
@@ -307,6 +313,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
   }
   // A shared scan scores all its queries' keys in one task (chunked, but its CPU time grows
   // with them): the cap bounds the scan an older query may wait for.
+  if (loaded.config.search_max_batch_queries < 1) {
+    return absl::InvalidArgumentError("search.max_batch_queries: must be at least 1");
+  }
   if (loaded.config.search_stream_max_inflight < 1) {
     return absl::InvalidArgumentError("search.stream_max_inflight: must be at least 1");
   }

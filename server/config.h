@@ -65,6 +65,12 @@ struct Config {
   // Queries one shared partition scan scores at most (later ones open a new scan), 1 to
   // kMaxQueriesPerScanLimit. Default: 64.
   int search_max_queries_per_scan = 64;
+  // Searches that arrive while as many engine batches run as the CPU reservation has threads
+  // wait, and are merged into one batch when one answers (core/index/search_batcher.h); an
+  // idle server starts a search at once. Default: true.
+  bool search_batch_requests = true;
+  // Queries merged into one engine batch at most; a bigger request runs alone. Default: 256.
+  int search_max_batch_queries = 256;
   // Searches one SearchStream runs at once; past it the server stops reading that stream
   // (HTTP/2 flow control pushes back on the client). Default: 32.
   int search_stream_max_inflight = 32;

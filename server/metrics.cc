@@ -72,6 +72,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
            .Help("Queries scored by one partition scan, of every request sharing it")
            .Register(*registry_)
            .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  requests_per_batch_ =
+      &prometheus::BuildHistogram()
+           .Name("shoal_search_requests_per_batch")
+           .Help("Searches merged into one engine batch (search.batch_requests)")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
   auto& refusals = prometheus::BuildCounter()
                        .Name("shoal_admission_refusals_total")
                        .Help("Requests refused with RESOURCE_EXHAUSTED at admission, by reason")

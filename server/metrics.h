@@ -7,6 +7,7 @@
 //   shoal_collection_disk_bytes{collection}    gauge, refreshed at scrape time
 //   shoal_search_inflight                      gauge
 //   shoal_search_queries_per_scan              histogram (queries one partition scan scored)
+//   shoal_search_requests_per_batch            histogram (searches merged into one engine batch)
 //   shoal_rpc_inflight                         gauge (every RPC from arrival to OnDone)
 //   shoal_admission_refusals_total{reason}     counter (RESOURCE_EXHAUSTED at admission)
 //   shoal_cpu_arena_threads, shoal_cpu_arena_busy_seconds_total, shoal_cpu_arena_queued_tasks
@@ -81,6 +82,7 @@ class Metrics {
   void ObserveWalFsync(double seconds) { wal_fsync_->Observe(seconds); }
   prometheus::Gauge& search_inflight() { return *search_inflight_; }
   void ObserveQueriesPerScan(size_t queries) { queries_per_scan_->Observe(double(queries)); }
+  void ObserveRequestsPerBatch(size_t searches) { requests_per_batch_->Observe(double(searches)); }
   void CountRefusal(Refusal reason) { refusals_[int(reason)]->Increment(); }
 
   // Brackets every RPC, so shutdown can wait for the in-flight ones to finish.
@@ -107,6 +109,7 @@ class Metrics {
   prometheus::Histogram* wal_fsync_;
   prometheus::Gauge* search_inflight_;
   prometheus::Histogram* queries_per_scan_;
+  prometheus::Histogram* requests_per_batch_;
   prometheus::Counter* refusals_[3];  // by Refusal
   prometheus::Gauge* rpc_inflight_;
   std::atomic<int64_t> rpc_inflight_count_{0};

@@ -128,7 +128,8 @@ void Server::StartService() {
                         uint64_t(config_.max_request_bytes), uint64_t(config_.max_message_bytes)},
           uint64_t(config_.max_inflight_request_bytes), config_.max_inflight_per_peer,
           config_.search_share_scans, size_t(config_.search_max_queries_per_scan),
-          config_.search_stream_max_inflight});
+          config_.search_stream_max_inflight, config_.search_batch_requests,
+          size_t(config_.search_max_batch_queries)});
   s.raw_service = std::make_unique<RawShoalService>(s.service.get());
   s.service->SetMaintenanceExecutor(s.maintenance.get());
 }

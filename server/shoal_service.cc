@@ -43,6 +43,17 @@ ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core:
                                    [metrics](size_t queries) {
                                      if (metrics) metrics->ObserveQueriesPerScan(queries);
                                    }})),
+      batcher_(options_.batch_requests
+                   ? std::make_shared<core::SearchBatcher>(
+                         [cpu](core::IvfSearchRequest request, core::SearchDone done) {
+                           core::IvfSearch(*cpu, std::move(request), std::move(done));
+                         },
+                         core::SearchBatcher::Options{
+                             size_t(std::max(1, cpu->concurrency())), options_.max_batch_queries,
+                             [metrics](size_t searches, size_t) {
+                               if (metrics) metrics->ObserveRequestsPerBatch(searches);
+                             }})
+                   : nullptr),
       inflight_bytes_(options_.max_inflight_request_bytes),
       // An explicit server.max_inflight_per_peer is a hard cap; the default is a quarter of the
       // server's slots as a share that an otherwise idle server lends out (PeerSlots).
@@ -285,27 +296,33 @@ void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::Ge
 
 namespace {
 
-// The search as the engine takes it: the collection's snapshot and the request's queries.
+// The search as the engine takes it, without its queries: the collection's snapshot and the
+// request's parameters.
 core::IvfSearchRequest ToEngineRequest(const storage::Collection& collection,
-                                       storage::SearchSnapshot snapshot,
-                                       const v1::SearchRequest& req, uint32_t nprobe) {
+                                       storage::SearchSnapshot snapshot, size_t k, uint32_t nprobe,
+                                       uint32_t refine_factor) {
   core::IvfSearchRequest search;
-  const uint32_t dim = collection.dim();
   search.segments = std::move(snapshot.segments);
   search.memtable = std::move(snapshot.memtable);
-  search.dim = dim;
-  search.num_queries = size_t(req.queries_size());
-  search.queries.resize(search.num_queries * dim);
+  search.dim = collection.dim();
+  search.k = k;
+  search.metric = collection.metric();
+  search.nprobe = nprobe;
+  search.refine_factor = refine_factor;
+  return search;
+}
+
+// The request's queries, row-major (cosine: normalised).
+std::vector<float> EngineQueries(const storage::Collection& collection,
+                                 const v1::SearchRequest& req) {
+  const uint32_t dim = collection.dim();
+  std::vector<float> queries(size_t(req.queries_size()) * dim);
   for (int i = 0; i < req.queries_size(); ++i) {
-    float* q = search.queries.data() + size_t(i) * dim;
+    float* q = queries.data() + size_t(i) * dim;
     std::copy(req.queries(i).values().begin(), req.queries(i).values().end(), q);
     if (collection.metric() == core::Metric::kCosine) core::NormalizeInPlace(q, dim);
   }
-  search.k = req.k();
-  search.metric = collection.metric();
-  search.nprobe = nprobe;
-  search.refine_factor = req.refine_factor();
-  return search;
+  return queries;
 }
 
 SearchShape ShapeOf(const storage::Collection& collection, const storage::SearchSnapshot& snapshot,
@@ -449,12 +466,17 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
     metrics_->CountRefusal(Refusal::kInflightBytes);
     return (*once)(reservation.status());
   }
-  core::IvfSearchRequest search = ToEngineRequest(*collection, std::move(snapshot), *req, nprobe);
-  search.cancel = call.cancel;
-  search.options.batch_partitions = options_.batch_partitions;
-  search.options.batch_bytes = options_.batch_bytes;
-  search.options.max_pinned_bytes = options_.max_pinned_bytes;
-  search.share = scan_share_;
+  // The engine request of this search's batch, built when the batch starts (a snapshot as new
+  // as every search in it).
+  auto prepare = [this, collection, k = size_t(req->k()), nprobe, refine = req->refine_factor()] {
+    core::IvfSearchRequest search =
+        ToEngineRequest(*collection, collection->SearchView(), k, nprobe, refine);
+    search.options.batch_partitions = options_.batch_partitions;
+    search.options.batch_bytes = options_.batch_bytes;
+    search.options.max_pinned_bytes = options_.max_pinned_bytes;
+    search.share = scan_share_;
+    return search;
+  };
   auto finish = [this, once, req, resp = call.resp, collection, slot = std::move(slot),
                  peer_slot = std::move(peer_slot), reservation = *std::move(reservation)](
                     absl::StatusOr<std::vector<core::QueryResult>> results) mutable {
@@ -462,7 +484,18 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
     FinishSearch(once, req, resp, collection, std::move(peer_slot), std::move(reservation),
                  std::move(results));
   };
-  core::IvfSearch(*cpu_, std::move(search), GuardedSearch(once, std::move(finish)));
+  std::vector<float> queries = EngineQueries(*collection, *req);
+  if (!batcher_) {
+    core::IvfSearchRequest search = prepare();
+    search.queries = std::move(queries);
+    search.num_queries = size_t(req->queries_size());
+    search.cancel = call.cancel;
+    return core::IvfSearch(*cpu_, std::move(search), GuardedSearch(once, std::move(finish)));
+  }
+  batcher_->Submit(
+      {core::BatchKey{collection.get(), size_t(req->k()), nprobe, req->refine_factor()},
+       std::move(prepare), std::move(queries), size_t(req->queries_size()), call.cancel,
+       GuardedSearch(once, std::move(finish))});
 }
 
 void ShoalService::FinishSearch(const std::shared_ptr<OnceDone>& once, const v1::SearchRequest* req,

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
 #include "core/index/scan_share.h"
+#include "core/index/search_batcher.h"
 #include "server/api_keys.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
@@ -65,6 +66,8 @@ class ShoalService final {
     bool share_scans = true;  // search.share_scans
     size_t max_queries_per_scan = 64;
     int stream_max_inflight = 32;  // search.stream_max_inflight: one SearchStream's at once
+    bool batch_requests = true;    // search.batch_requests
+    size_t max_batch_queries = 256;
   };
 
   // One Search after the call was admitted (Admit): what the unary handler and SearchStream
@@ -192,6 +195,9 @@ class ShoalService final {
   const Options options_;
   // Shared partition scans of every collection's searches (keyed by segment and partition).
   const std::shared_ptr<core::ScanShare> scan_share_;
+  // Merges searches that arrive while the CPU reservation is busy; null: search.batch_requests
+  // is off and every search goes to the engine alone.
+  const std::shared_ptr<core::SearchBatcher> batcher_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   core::Executor* maintenance_ = nullptr;
   std::atomic<bool> admitting_{true};

@@ -1,0 +1,106 @@
+// SearchBatcher: dynamic batching across requests (issue #23). Searches that arrive while the
+// engine is busy wait here; when a batch answers, the waiting searches of one group (the same
+// collection, k, nprobe and refine factor) are merged into one engine request — one routing
+// sgemm instead of one pass over the centroids per request, one plan in which a partition that
+// several of them probe is fetched and scanned once, one set of tasks — and each search gets
+// its own queries' results. While fewer than `max_running` batches are in the engine a search
+// starts at once, alone: batching never makes an idle server wait.
+//
+// A batch's engine request is built when it is dispatched (Search::prepare, e.g. a collection
+// snapshot), which is after every member arrived: each member sees every write acknowledged
+// before it was sent, as it would alone.
+//
+// Stopping: a member whose token is cancelled while it waits leaves the queue and answers at
+// once; one cancelled inside a batch answers at once too (the batch drops its results), and the
+// batch itself is cancelled when every member has stopped. A member whose deadline passes
+// inside a batch answers DEADLINE_EXCEEDED when the batch answers; the batch runs until the
+// latest member's deadline at most.
+//
+// Thread-safety: thread-safe. `done` callbacks run without the batcher's mutex, on the thread
+// that answered (the engine's, or the cancelling thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/synchronization/mutex.h"
+#include "core/index/ivf_search.h"
+
+namespace shoal::core {
+
+// Searches with equal keys may share a batch. `owner` identifies what is searched (a
+// collection); it must stay unique while a search with it waits (the search's prepare holds it).
+struct BatchKey {
+  const void* owner = nullptr;
+  size_t k = 0;
+  uint32_t nprobe = 0;
+  uint32_t refine_factor = 0;
+  friend bool operator==(const BatchKey&, const BatchKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const BatchKey& key) {
+    return H::combine(std::move(h), key.owner, key.k, key.nprobe, key.refine_factor);
+  }
+};
+
+class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
+ public:
+  // The engine: IvfSearch on an executor, or a fake in tests.
+  using Engine = std::function<void(IvfSearchRequest, SearchDone)>;
+
+  struct Options {
+    size_t max_running = 1;          // batches in the engine at once (at least 1)
+    size_t max_batch_queries = 256;  // queries merged into one batch (a bigger search runs alone)
+    // Called for every batch dispatched with its searches and queries.
+    std::function<void(size_t searches, size_t queries)> observe_batch;
+  };
+
+  struct Search {
+    BatchKey key;
+    // The engine request of a batch of this key, without queries and token: built at dispatch,
+    // from the first member of the batch. Equal keys must prepare equivalent requests.
+    std::function<IvfSearchRequest()> prepare;
+    std::vector<float> queries;  // num_queries x the request's dim (cosine: normalised)
+    size_t num_queries = 0;
+    std::shared_ptr<const CancelToken> cancel;  // not null
+    SearchDone done;                            // runs once
+  };
+
+  // REQUIRES: owned by a shared_ptr (batches and cancellation callbacks refer to it).
+  SearchBatcher(Engine engine, Options options);
+  SearchBatcher(const SearchBatcher&) = delete;
+  SearchBatcher& operator=(const SearchBatcher&) = delete;
+
+  void Submit(Search search);
+
+  // Searches waiting for a batch (for tests and metrics).
+  size_t waiting() const;
+
+ private:
+  struct Member;
+  struct Batch;
+
+  // REQUIRES: mu_ held. Takes the next batch off the queues: the group of the oldest waiting
+  // member, in arrival order, up to max_batch_queries (always at least one member).
+  std::vector<std::shared_ptr<Member>> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(std::vector<std::shared_ptr<Member>> members);
+  void OnBatchDone(const std::shared_ptr<Batch>& batch,
+                   absl::StatusOr<std::vector<QueryResult>> results);
+  void OnMemberCancelled(const std::shared_ptr<Member>& member);
+
+  const Engine engine_;
+  const Options options_;
+  mutable absl::Mutex mu_;
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<BatchKey, std::deque<std::shared_ptr<Member>>> queues_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shoal::core
