@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/index/distance.h"
+#include "core/index/half_distance.h"
 #include "core/index/rounding_bound.h"
 #include "core/index/scan_kernels.h"
 
@@ -100,14 +101,44 @@ float ExactKey(const IvfModel& model, const float* query, uint32_t p) {
                                     : L2Sqr(query, model.centroid(p), model.dim);
 }
 
-// The per-query path: every centroid through the SIMD kernel, then the shortlist of ties at the
-// cut (exact keys, slack 0) sorted by (key, id).
+bool AllFinite(const float* v, size_t n);
+
+// x moved outward by a few ulps (the bounds below are computed in double and stored as floats:
+// an upper bound must not round down, a lower one not up).
+float Up(double x) {
+  const float f = float(x);
+  return f + std::abs(f) * 0x1p-20f + std::numeric_limits<float>::min();
+}
+float Down(double x) {
+  const float f = float(x);
+  return f - std::abs(f) * 0x1p-20f - std::numeric_limits<float>::min();
+}
+
+// The per-query path. With a half copy of the centroids (CentroidNorms::halves), every
+// centroid is first scored against its half row — half the bytes of the float table — and
+// bounded: with e = |c - half(c)| and b the kernels' rounding bound, the float kernel's key of c
+// lies in [(max(0, sqrt(h - b) - e))^2 - b, (sqrt(h + b) + e)^2 + b] for L2 (h the half key), or
+// -h +- (2b + |q| e) for inner products. Every centroid whose lower bound is at most the
+// nprobe-th smallest upper bound is re-scored with the float kernel, which keeps every centroid
+// whose float key is at most the nprobe-th smallest float key: the answer, ties included, is
+// the float path's. Without halves (or with keys that are not finite), every centroid goes
+// through the float kernel, then the ties at the cut (slack 0) are sorted by (key, id).
 class PerQueryRouter {
  public:
-  PerQueryRouter(const IvfModel& model, size_t nprobe)
-      : model_(model), nprobe_(nprobe), keys_(model.nlist()), ordered_(model.nlist()) {}
+  PerQueryRouter(const IvfModel& model, size_t nprobe, const CentroidNorms* norms,
+                 CoarseRouterStats* stats)
+      : model_(model),
+        nprobe_(nprobe),
+        norms_(norms),
+        stats_(stats),
+        keys_(model.nlist()),
+        ordered_(model.nlist()) {}
 
   void Route(const float* query, Probe* out) {
+    if (norms_ != nullptr && !norms_->halves.empty() && nprobe_ < model_.nlist() &&
+        RouteByHalves(query, out)) {
+      return;
+    }
     const size_t nlist = model_.nlist();
     if (IsSimilarity(model_.metric)) {
       InnerProductMany(query, model_.centroids.data(), nlist, model_.dim, keys_.data());
@@ -123,9 +154,54 @@ class PerQueryRouter {
   }
 
  private:
+  bool RouteByHalves(const float* query, Probe* out) {
+    const size_t nlist = model_.nlist(), dim = model_.dim;
+    const bool similarity = IsSimilarity(model_.metric);
+    if (similarity) {
+      InnerProductHalfMany(query, norms_->halves.data(), nlist, dim, keys_.data());
+    } else {
+      L2SqrHalfMany(query, norms_->halves.data(), nlist, dim, keys_.data());
+    }
+    const float qn = InnerProduct(query, query, dim);
+    const double b = DistanceRoundingBound(dim, qn, std::max(norms_->max, norms_->half_max));
+    if (!std::isfinite(qn) || !std::isfinite(b) || !AllFinite(keys_.data(), nlist)) return false;
+    upper_.resize(nlist);
+    const float* error = norms_->half_error.data();
+    if (similarity) {
+      const double qlen = std::sqrt(double(qn));
+      for (size_t p = 0; p < nlist; ++p) {
+        const double slack = 2 * b + qlen * error[p];
+        upper_[p] = Up(-double(keys_[p]) + slack);
+        ordered_[p] = Down(-double(keys_[p]) - slack);  // the lower bound
+      }
+    } else {
+      for (size_t p = 0; p < nlist; ++p) {
+        const double h = keys_[p];
+        const double hi = std::sqrt(h + b) + error[p];
+        const double lo = std::max(0.0, std::sqrt(std::max(0.0, h - b)) - error[p]);
+        upper_[p] = Up(hi * hi + b);
+        ordered_[p] = Down(lo * lo - b);
+      }
+    }
+    if (!AllFinite(upper_.data(), nlist)) return false;
+    const float cut = KthSmallest(upper_.data(), nlist, nprobe_, &tmp_);
+    probes_.clear();
+    for (uint32_t p = 0; p < nlist; ++p) {
+      if (ordered_[p] <= cut) probes_.push_back({p, ExactKey(model_, query, p)});
+    }
+    if (stats_) {
+      ++stats_->half_queries;
+      stats_->half_rescored += probes_.size();
+    }
+    EmitBest(&probes_, nprobe_, out);
+    return true;
+  }
+
   const IvfModel& model_;
   const size_t nprobe_;
-  std::vector<float> keys_, ordered_, tmp_;
+  const CentroidNorms* const norms_;  // may be null: no half path
+  CoarseRouterStats* const stats_;    // may be null
+  std::vector<float> keys_, ordered_, upper_, tmp_;
   std::vector<uint32_t> ids_;
   std::vector<Probe> probes_;
 };
@@ -194,7 +270,8 @@ size_t RouteQueries(const IvfModel& model, const float* queries, size_t nq, size
   nprobe = std::min(std::max<size_t>(1, nprobe), nlist);
   out->resize(nq * nprobe);
   if (nq == 0 || nprobe == 0) return nprobe;
-  PerQueryRouter per_query(model, nprobe);
+  const std::shared_ptr<const CentroidNorms> norms = model.CentroidNormsSq();
+  PerQueryRouter per_query(model, nprobe, norms.get(), stats);
   const size_t block = std::max<size_t>(1, options.max_scratch_floats / nlist);
   const size_t min_gemm = options.min_queries_for_gemm > 0 ? options.min_queries_for_gemm
                                                            : MinQueriesForRouterGemm(model.dim);
@@ -204,7 +281,6 @@ size_t RouteQueries(const IvfModel& model, const float* queries, size_t nq, size
       per_query.Route(queries + q * model.dim, out->data() + q * nprobe);
     return nprobe;
   }
-  const std::shared_ptr<const CentroidNorms> norms = model.CentroidNormsSq();
   std::vector<float> products;
   for (size_t first = 0; first < nq; first += block) {
     RouteBlock(model, *norms, queries, first, std::min(block, nq - first), nprobe, &per_query,

@@ -6,6 +6,11 @@
 // of core/index/distance.h, order by (key, partition id), keep the first nprobe): the same
 // partitions, in the same order, with bit-identical keys, ties broken by the smaller id.
 //
+// A query routed alone is first scored against a half-precision copy of the centroids (half
+// the bytes a query streams; the copy is kept with the centroid norms) and only the partitions
+// whose bounds reach the cut are re-scored with the float kernel (coarse_router.cc
+// PerQueryRouter): the same answer, bit for bit.
+//
 // A batch of at least MinQueriesForRouterGemm(dim) queries is scored with one BLAS
 // sgemm per block of queries instead: key ~ |q|^2 + |c|^2 - 2<q, c> (L2) or -<q, c>. Those
 // approximate keys only shortlist. Both they and the kernels' keys are within
@@ -64,6 +69,8 @@ struct CoarseRouterStats {
   size_t gemm_queries = 0;      // queries shortlisted through sgemm
   size_t rescored = 0;          // partitions re-scored with the SIMD kernel after the sgemm
   size_t fallback_queries = 0;  // sgemm keys not finite: routed per query
+  size_t half_queries = 0;      // queries routed per query through the half centroids
+  size_t half_rescored = 0;     // partitions those re-scored with the float kernel
 };
 
 // Routes queries[0, nq) (row-major, model.dim floats each) and returns the number of probes

@@ -5,12 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-// GCC 12 reports a false "uninitialized" inside avx512fintrin.h's masked loads (GCC bug
-// 105593); the masked-out lanes are zeroed by definition.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "core/index/gcc_intrinsics_warnings.h"
 
 namespace shoal::core {
 namespace {

@@ -7,12 +7,7 @@
 #include <cstring>
 #include <limits>
 
-// GCC 12 reports a false "uninitialized" inside avx512fintrin.h (GCC bug 105593), as in
-// distance.cc.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "core/index/gcc_intrinsics_warnings.h"
 
 namespace shoal::core {
 namespace {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status.h"
 #include "core/index/distance.h"
+#include "core/index/half_distance.h"
 #include "faiss/Clustering.h"
 #include "faiss/IndexFlat.h"
 #include "faiss/impl/ProductQuantizer.h"
@@ -37,6 +38,36 @@ CentroidNormCache& CentroidNormCache::operator=(const CentroidNormCache&) noexce
   return *this;
 }
 
+namespace {
+
+// The half copy of the centroids and each row's error, in double and rounded up to a float:
+// the router's shortlist bound needs an error at least the true one.
+void ComputeHalves(const float* centroids, size_t nlist, size_t dim, CentroidNorms* out) {
+  out->halves.resize(nlist * dim);
+  out->half_error.resize(nlist);
+  for (size_t p = 0; p < nlist; ++p) {
+    double err2 = 0, norm2 = 0;
+    for (size_t i = 0; i < dim; ++i) {
+      const float x = centroids[p * dim + i];
+      const uint16_t h = FloatToHalf(x);
+      const float back = HalfToFloat(h);
+      if (!std::isfinite(back) || !std::isfinite(x)) {
+        out->halves.clear();
+        out->half_error.clear();
+        out->half_max = 0;
+        return;
+      }
+      out->halves[p * dim + i] = h;
+      err2 += (double(x) - back) * (double(x) - back);
+      norm2 += double(back) * back;
+    }
+    out->half_error[p] = std::nextafter(float(std::sqrt(err2)), INFINITY);
+    out->half_max = std::max(out->half_max, std::nextafter(float(norm2), INFINITY));
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const CentroidNorms> CentroidNormCache::Get(const float* centroids, size_t nlist,
                                                             size_t dim) const {
   {
@@ -52,6 +83,7 @@ std::shared_ptr<const CentroidNorms> CentroidNormCache::Get(const float* centroi
     fresh->norms[p] = InnerProduct(c, c, dim);
     fresh->max = std::max(fresh->max, fresh->norms[p]);
   }
+  ComputeHalves(centroids, nlist, dim, fresh.get());
   absl::MutexLock lock(&mu_);
   if (!norms_ || norms_->norms.size() != nlist) norms_ = std::move(fresh);
   return norms_;

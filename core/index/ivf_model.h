@@ -48,10 +48,16 @@ enum class VectorEncoding : uint8_t { kFlat = 1, kSq8 = 2, kPq = 3 };
 struct CentroidNorms {
   std::vector<float> norms;  // |c|^2 of every centroid
   float max = 0;             // the largest of them
+  // A half-precision copy of the centroids (nlist x dim, core/index/half_distance.h) for the
+  // router's single-query shortlist, with each row's error |c - half(c)| (rounded up) and the
+  // largest |half(c)|^2. Empty when a coordinate is outside the half range.
+  std::vector<uint16_t> halves;
+  std::vector<float> half_error;
+  float half_max = 0;
 };
 
-// The centroid norms of a model, computed on first use (batched routing needs them for every
-// request: core/index/coarse_router.h) and kept. A copied, moved or assigned-to cache starts
+// The centroid norms and half copy of a model, computed on first use (routing needs them for
+// every request: core/index/coarse_router.h) and kept. A copied, moved or assigned-to cache starts
 // empty, since its model may be given other centroids; a cache whose size no longer matches
 // nlist is recomputed. REQUIRES: a model's centroids do not change once Get has seen them (an
 // IvfModel is immutable once trained).

@@ -1,11 +1,14 @@
 #include "core/index/coarse_router.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <thread>
 #include <type_traits>
 
 #include "core/index/distance.h"
+#include "core/index/half_distance.h"
+#include "core/index/rounding_bound.h"
 #include "gtest/gtest.h"
 
 namespace shoal::core {
@@ -183,6 +186,94 @@ TEST(CoarseRouter, SmallBatchesOfLowDimQueriesStayOnThePerQueryPath) {
     EXPECT_EQ(stats.gemm_queries, nq == 16 ? 16u : 0u);
     ExpectSameRoutes(got, Reference(model, queries.data(), nq, 4));
   }
+}
+
+TEST(CoarseRouter, SingleQueriesGoThroughTheHalfCentroidsWithTheFloatAnswer) {
+  for (Metric metric : {Metric::kL2, Metric::kInnerProduct, Metric::kCosine}) {
+    for (size_t dim : {7, 16, 40, 784}) {
+      SCOPED_TRACE(std::string(MetricName(metric)) + " dim " + std::to_string(dim));
+      const IvfModel model = Model(metric, 300, dim, uint32_t(dim));
+      std::vector<float> queries = Gaussian(3, dim, uint32_t(dim) + 1);
+      if (metric == Metric::kCosine) NormalizeRows(&queries, dim);
+      for (size_t nprobe : {1, 8, 64}) {
+        CoarseRouterStats stats;
+        std::vector<Probe> got;
+        RouteQueries(model, queries.data(), 3, nprobe, &got, {}, &stats);
+        ExpectSameRoutes(got, Reference(model, queries.data(), 3, nprobe));
+        EXPECT_EQ(stats.half_queries, 3u);
+        EXPECT_GE(stats.half_rescored, 3 * nprobe);
+        EXPECT_LT(stats.half_rescored, 3 * 300u) << "the shortlist should be short";
+      }
+    }
+  }
+}
+
+TEST(CoarseRouter, DifferencesBelowHalfPrecisionAreRescoredExactly) {
+  // Centroid p sits at distance 1 + p * 1e-6 from the query, in a random direction: the float
+  // keys order the centroids by id, while rounding them to halves (spacing 2^-11 near 0.5)
+  // moves each key by far more than 1e-6, so the half keys alone would pick others. The bound
+  // widens the shortlist by each row's rounding error and the float kernel decides. The query is
+  // near the origin, so the kernels' own rounding bound (~|q|^2 + |c|^2) stays far below the half
+  // rounding.
+  constexpr size_t kDim = 16, kNlist = 200, kNprobe = 8;
+  std::vector<float> query = Gaussian(1, kDim, 22);
+  for (float& x : query) x *= 0.01f;
+  const std::vector<float> directions = Gaussian(kNlist, kDim, 23);
+  IvfModel model;
+  model.dim = kDim;
+  model.metric = Metric::kL2;
+  for (size_t p = 0; p < kNlist; ++p) {
+    std::vector<float> u(directions.begin() + ptrdiff_t(p * kDim),
+                         directions.begin() + ptrdiff_t((p + 1) * kDim));
+    NormalizeInPlace(u.data(), kDim);
+    for (size_t d = 0; d < kDim; ++d) {
+      model.centroids.push_back(query[d] + (1.0f + float(p) * 1e-6f) * u[d]);
+    }
+  }
+  CoarseRouterStats stats;
+  std::vector<Probe> got;
+  RouteQueries(model, query.data(), 1, kNprobe, &got, {}, &stats);
+  const std::vector<Probe> want = Reference(model, query.data(), 1, kNprobe);
+  ExpectSameRoutes(got, want);
+  EXPECT_EQ(stats.half_queries, 1u);
+  EXPECT_GT(stats.half_rescored, kNprobe);
+}
+
+TEST(CoarseRouter, CentroidsOutsideTheHalfRangeAreRoutedWithTheFloatTable) {
+  IvfModel model = Model(Metric::kL2, 50, 8, 23);
+  model.centroids[17] = 1e6f;  // past the largest half, 65504
+  const std::vector<float> queries = Gaussian(2, 8, 24);
+  CoarseRouterStats stats;
+  std::vector<Probe> got;
+  RouteQueries(model, queries.data(), 2, 4, &got, {}, &stats);
+  ExpectSameRoutes(got, Reference(model, queries.data(), 2, 4));
+  EXPECT_EQ(stats.half_queries, 0u);
+  EXPECT_TRUE(model.CentroidNormsSq()->halves.empty());
+}
+
+TEST(HalfDistance, KernelsMatchTheFloatKernelsOnTheDecodedRows) {
+  for (size_t dim : {1, 15, 16, 33, 784}) {
+    const std::vector<float> q = Gaussian(1, dim, 30), rows = Gaussian(4, dim, 31);
+    std::vector<uint16_t> halves(rows.size());
+    std::vector<float> decoded(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      halves[i] = FloatToHalf(rows[i]);
+      decoded[i] = HalfToFloat(halves[i]);
+      EXPECT_LE(std::abs(decoded[i] - rows[i]), std::abs(rows[i]) * 0x1p-11f + 0x1p-24f);
+    }
+    float l2[4], ip[4];
+    L2SqrHalfMany(q.data(), halves.data(), 4, dim, l2);
+    InnerProductHalfMany(q.data(), halves.data(), 4, dim, ip);
+    for (size_t r = 0; r < 4; ++r) {
+      const float* row = decoded.data() + r * dim;
+      const float qn = InnerProduct(q.data(), q.data(), dim);
+      const float bound = DistanceRoundingBound(dim, qn, InnerProduct(row, row, dim));
+      EXPECT_NEAR(l2[r], L2Sqr(q.data(), row, dim), 2 * bound) << "dim " << dim;
+      EXPECT_NEAR(ip[r], InnerProduct(q.data(), row, dim), 2 * bound) << "dim " << dim;
+    }
+  }
+  EXPECT_EQ(HalfToFloat(FloatToHalf(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(1e6f))));
 }
 
 // The cache's copy constructor is noexcept, so vectors of models still move them on growth.
