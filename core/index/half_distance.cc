@@ -1,7 +1,9 @@
 #include "core/index/half_distance.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/index/distance.h"
@@ -93,6 +95,12 @@ __attribute__((target("avx2,fma,f16c"))) float IpAvx2(const float* q, const uint
   return Sum8(_mm256_add_ps(acc0, acc1)) + IpScalar(q + i, h + i, dim - i);
 }
 
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+
 using HalfKernel = float (*)(const float*, const uint16_t*, size_t);
 
 struct HalfKernels {
@@ -101,10 +109,9 @@ struct HalfKernels {
 
 const HalfKernels& Active() {
   static const HalfKernels kernels = []() -> HalfKernels {
-    __builtin_cpu_init();
     const SimdLevel level = ActiveSimdLevel();
     if (level == SimdLevel::kAvx512) return {L2Avx512, IpAvx512};
-    if (level == SimdLevel::kAvx2 && __builtin_cpu_supports("f16c")) return {L2Avx2, IpAvx2};
+    if (level == SimdLevel::kAvx2 && HasF16c()) return {L2Avx2, IpAvx2};
     return {L2Scalar, IpScalar};
   }();
   return kernels;
@@ -113,16 +120,37 @@ const HalfKernels& Active() {
 }  // namespace
 
 uint16_t FloatToHalf(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN, inf
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to inf
+  if (abs < 0x38800000u) {
+    // Below 2^-14: a subnormal half, x / 2^-24 rounded to nearest even (the scaling is exact;
+    // 1024 is the smallest normal half, which the encoding gets right).
+    float a;
+    std::memcpy(&a, &abs, sizeof a);
+    return sign | uint16_t(std::nearbyint(a * 0x1p24f));
+  }
+  // Rebias the exponent (127 -> 15) and round the mantissa from 23 to 10 bits, to nearest even;
+  // a carry into the exponent is the right encoding.
+  uint32_t h = (abs - 0x38000000u) >> 13;
+  const uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return sign | uint16_t(h);
 }
 
-float HalfToFloat(uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, sizeof h);
-  return static_cast<float>(h);
+float HalfToFloat(uint16_t h) {
+  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = float(mantissa) * 0x1p-24f;  // zero or subnormal: exact
+  } else {
+    const uint32_t bits = (exponent == 31 ? 0x7f800000u : (exponent + 112) << 23) | mantissa << 13;
+    std::memcpy(&magnitude, &bits, sizeof magnitude);
+  }
+  return (h & 0x8000u) ? -magnitude : magnitude;
 }
 
 void L2SqrHalfMany(const float* query, const uint16_t* base, size_t n, size_t dim, float* out) {

@@ -7,7 +7,7 @@
 // row, within the same rounding bound as distance.h's kernels (core/index/rounding_bound.h holds
 // for any order of summation).
 // Runtime dispatch follows distance.h's level (ActiveSimdLevel, SHOAL_SIMD): AVX-512 and
-// AVX2+F16C convert in registers; the portable loop uses the compiler's _Float16.
+// AVX2+F16C convert in registers; the portable loop decodes in software.
 //
 // Thread-safety: all functions are pure and thread-safe.
 #pragma once

@@ -7,10 +7,11 @@
 
 namespace shoal::core {
 
-// A search's life: kWaiting in its key's queue, kRunning in a batch, kAnswered once its done
-// has been taken (exactly one thread moves it to kAnswered and calls done).
+// A search's life: kWaiting in its key's queue, kRunning in a batch, kStopped when cancelled
+// in a batch (answered when the batch answers), kAnswered once its done has been taken (exactly
+// one thread moves it to kAnswered and calls done).
 struct SearchBatcher::Member {
-  enum class State : uint8_t { kWaiting, kRunning, kAnswered };
+  enum class State : uint8_t { kWaiting, kRunning, kStopped, kAnswered };
   explicit Member(Search s) : search(std::move(s)) {}
   Search search;
   uint64_t seq = 0;               // arrival order; guarded by the batcher's mu_
@@ -69,7 +70,7 @@ void SearchBatcher::Submit(Search search) {
   }
   // Registered once the member is queued or running; it may run at once, on this thread.
   std::shared_ptr<const CancelToken> token = member->search.cancel;
-  if (run_now) Dispatch({member});
+  if (run_now) DispatchAll({{member}});
   token->OnCancel([weak_self = weak_from_this(), weak_member = std::weak_ptr<Member>(member)] {
     auto self = weak_self.lock();
     auto m = weak_member.lock();
@@ -100,18 +101,34 @@ std::vector<std::shared_ptr<SearchBatcher::Member>> SearchBatcher::TakeBatchLock
   return members;
 }
 
-void SearchBatcher::Dispatch(std::vector<std::shared_ptr<Member>> members) {
-  auto batch = std::make_shared<Batch>();
+void SearchBatcher::DispatchAll(std::vector<std::vector<std::shared_ptr<Member>>> batches) {
+  // A loop, not recursion: a batch that cannot start answers at once and frees its slot for the
+  // next waiting one, as many times in a row as it happens.
+  while (!batches.empty()) {
+    std::vector<std::shared_ptr<Member>> members = std::move(batches.back());
+    batches.pop_back();
+    auto batch = std::make_shared<Batch>();
+    absl::Status not_started = Start(batch, std::move(members));
+    if (!not_started.ok()) {
+      for (auto& more : Finish(batch, std::move(not_started))) batches.push_back(std::move(more));
+    }
+  }
+}
+
+absl::Status SearchBatcher::Start(const std::shared_ptr<Batch>& batch,
+                                  std::vector<std::shared_ptr<Member>> members) {
   std::vector<Answer> answers;
   size_t total = 0;
   {
-    // Members whose deadline passed while they waited answer now (a deadline calls no
-    // OnCancel callback); the rest join the batch, which runs to the latest deadline.
+    // Members whose deadline passed while they waited, or that were cancelled before the batch
+    // took them, answer now (no engine work was done for them); the rest join the batch, which
+    // runs to the latest deadline.
     absl::MutexLock lock(&mu_);
     auto deadline = CancelToken::Clock::time_point::min();
     for (std::shared_ptr<Member>& m : members) {
-      if (m->state == Member::State::kAnswered) continue;  // cancelled before this lock
-      if (absl::Status s = m->search.cancel->Check(); !s.ok()) {
+      absl::Status s = m->search.cancel->Check();
+      if (m->state == Member::State::kStopped && s.ok()) s = absl::CancelledError("cancelled");
+      if (!s.ok()) {
         m->state = Member::State::kAnswered;
         answers.push_back({std::move(m->search.done), std::move(s)});
         continue;
@@ -126,7 +143,7 @@ void SearchBatcher::Dispatch(std::vector<std::shared_ptr<Member>> members) {
     batch->token = std::make_shared<CancelToken>(deadline);
   }
   Deliver(answers);
-  if (batch->members.empty()) return OnBatchDone(batch, absl::CancelledError("no search left"));
+  if (batch->members.empty()) return absl::CancelledError("no search left in the batch");
   IvfSearchRequest request;
   try {
     request = batch->members.front()->search.prepare();
@@ -137,9 +154,9 @@ void SearchBatcher::Dispatch(std::vector<std::shared_ptr<Member>> members) {
       std::copy(q.begin(), q.end(), request.queries.begin() + batch->first_query[i] * request.dim);
     }
   } catch (const std::bad_alloc&) {
-    return OnBatchDone(batch, absl::ResourceExhaustedError("out of memory batching searches"));
+    return absl::ResourceExhaustedError("out of memory batching searches");
   } catch (const std::exception& e) {
-    return OnBatchDone(batch, absl::InternalError(std::string("batching searches: ") + e.what()));
+    return absl::InternalError(std::string("batching searches: ") + e.what());
   }
   request.cancel = batch->token;
   bool none_left = false;
@@ -150,14 +167,22 @@ void SearchBatcher::Dispatch(std::vector<std::shared_ptr<Member>> members) {
   }
   if (none_left) batch->token->Cancel();
   if (options_.observe_batch) options_.observe_batch(batch->members.size(), total);
-  engine_(std::move(request),
-          [self = shared_from_this(), batch](absl::StatusOr<std::vector<QueryResult>> results) {
-            self->OnBatchDone(batch, std::move(results));
-          });
+  try {
+    engine_(std::move(request),
+            [self = shared_from_this(), batch](absl::StatusOr<std::vector<QueryResult>> results) {
+              self->DispatchAll(self->Finish(batch, std::move(results)));
+            });
+  } catch (const std::bad_alloc&) {
+    // REQUIRES of Engine: when it throws, it has not called and will not call done.
+    return absl::ResourceExhaustedError("out of memory starting a search batch");
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("starting a search batch: ") + e.what());
+  }
+  return absl::OkStatus();
 }
 
-void SearchBatcher::OnBatchDone(const std::shared_ptr<Batch>& batch,
-                                absl::StatusOr<std::vector<QueryResult>> results) {
+std::vector<std::vector<std::shared_ptr<SearchBatcher::Member>>> SearchBatcher::Finish(
+    const std::shared_ptr<Batch>& batch, absl::StatusOr<std::vector<QueryResult>> results) {
   std::vector<Answer> answers;
   std::vector<size_t> firsts;
   std::vector<std::vector<std::shared_ptr<Member>>> next;
@@ -166,9 +191,11 @@ void SearchBatcher::OnBatchDone(const std::shared_ptr<Batch>& batch,
     for (size_t i = 0; i < batch->members.size(); ++i) {
       Member& m = *batch->members[i];
       if (m.state == Member::State::kAnswered) continue;
+      const bool stopped = m.state == Member::State::kStopped;
       m.state = Member::State::kAnswered;
       answers.push_back({std::move(m.search.done), std::vector<QueryResult>{}});
-      firsts.push_back(i);
+      if (stopped) answers.back().result = StoppedStatus(*m.search.cancel);
+      firsts.push_back(stopped ? SIZE_MAX : i);
     }
     --running_;
     while (running_ < std::max<size_t>(1, options_.max_running) && waiting_ > 0) {
@@ -179,6 +206,7 @@ void SearchBatcher::OnBatchDone(const std::shared_ptr<Batch>& batch,
   // Each member's slice of the results (or the batch's error, or its own stop).
   for (size_t a = 0; a < answers.size(); ++a) {
     const size_t i = firsts[a];
+    if (i == SIZE_MAX) continue;  // stopped inside the batch: its status is set
     const Member& m = *batch->members[i];
     if (!results.ok()) {
       answers[a].result = results.status();
@@ -192,15 +220,17 @@ void SearchBatcher::OnBatchDone(const std::shared_ptr<Batch>& batch,
     }
   }
   Deliver(answers);
-  for (auto& members : next) Dispatch(std::move(members));
+  return next;
 }
 
 void SearchBatcher::OnMemberCancelled(const std::shared_ptr<Member>& member) {
   std::shared_ptr<Batch> stop;
+  bool answer_now = false;
   {
     absl::MutexLock lock(&mu_);
     switch (member->state) {
       case Member::State::kAnswered:
+      case Member::State::kStopped:
         return;
       case Member::State::kWaiting: {
         auto it = queues_.find(member->search.key);
@@ -210,16 +240,21 @@ void SearchBatcher::OnMemberCancelled(const std::shared_ptr<Member>& member) {
           if (queue.empty()) queues_.erase(it);
         }
         --waiting_;
+        member->state = Member::State::kAnswered;
+        answer_now = true;
         break;
       }
       case Member::State::kRunning:
+        // The engine may be working on its queries: it answers when the batch does, so that
+        // its request's slots and memory stay accounted until then (and shutdown, which waits
+        // for every RPC, never frees what a running batch uses).
+        member->state = Member::State::kStopped;
         if (auto batch = member->batch.lock(); batch && --batch->live == 0) stop = batch;
         break;
     }
-    member->state = Member::State::kAnswered;
   }
-  std::move(member->search.done)(StoppedStatus(*member->search.cancel));
   if (stop) stop->token->Cancel();
+  if (answer_now) std::move(member->search.done)(StoppedStatus(*member->search.cancel));
 }
 
 }  // namespace shoal::core

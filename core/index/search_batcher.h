@@ -11,10 +11,13 @@
 // before it was sent, as it would alone.
 //
 // Stopping: a member whose token is cancelled while it waits leaves the queue and answers at
-// once; one cancelled inside a batch answers at once too (the batch drops its results), and the
-// batch itself is cancelled when every member has stopped. A member whose deadline passes
-// inside a batch answers DEADLINE_EXCEEDED when the batch answers; the batch runs until the
-// latest member's deadline at most.
+// once. One cancelled inside a batch answers when the batch answers, with its CANCELLED (the
+// engine may be using its queries until then, so its request's slots stay held, and a server
+// that waits for every RPC before it frees the engine's cache and I/O scheduler never frees them
+// under a running batch), and the batch is cancelled once every member has stopped. A member
+// whose deadline passes answers DEADLINE_EXCEEDED: at once if it is still waiting when its
+// batch starts, else when the batch answers; a batch runs to its latest member's deadline at
+// most. (A gRPC deadline also cancels the call's token, which stops a waiting member at once.)
 //
 // Thread-safety: thread-safe. `done` callbacks run without the batcher's mutex, on the thread
 // that answered (the engine's, or the cancelling thread).
@@ -51,7 +54,8 @@ struct BatchKey {
 
 class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
  public:
-  // The engine: IvfSearch on an executor, or a fake in tests.
+  // The engine: IvfSearch on an executor, or a fake in tests. It calls done once, later (never
+  // when it throws).
   using Engine = std::function<void(IvfSearchRequest, SearchDone)>;
 
   struct Options {
@@ -89,9 +93,16 @@ class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
   // REQUIRES: mu_ held. Takes the next batch off the queues: the group of the oldest waiting
   // member, in arrival order, up to max_batch_queries (always at least one member).
   std::vector<std::shared_ptr<Member>> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Dispatch(std::vector<std::shared_ptr<Member>> members);
-  void OnBatchDone(const std::shared_ptr<Batch>& batch,
-                   absl::StatusOr<std::vector<QueryResult>> results);
+  // Starts each batch (each holds one of running_); one that cannot start is finished at once.
+  void DispatchAll(std::vector<std::vector<std::shared_ptr<Member>>> batches);
+  // Builds `batch` from `members` and hands it to the engine; not OK: it did not start (no
+  // member left, or building it failed) and the caller finishes it with that status.
+  absl::Status Start(const std::shared_ptr<Batch>& batch,
+                     std::vector<std::shared_ptr<Member>> members);
+  // Answers every member of `batch` not answered yet, frees its slot, and returns the batches
+  // that now may start.
+  std::vector<std::vector<std::shared_ptr<Member>>> Finish(
+      const std::shared_ptr<Batch>& batch, absl::StatusOr<std::vector<QueryResult>> results);
   void OnMemberCancelled(const std::shared_ptr<Member>& member);
 
   const Engine engine_;

@@ -276,6 +276,36 @@ TEST(HalfDistance, KernelsMatchTheFloatKernelsOnTheDecodedRows) {
   EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(1e6f))));
 }
 
+TEST(HalfDistance, ConversionsRoundToNearestEvenAndDecodeEveryHalfExactly) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);             // the tie rounds to even: inf
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);      // tie, to even
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie, to even
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);             // tie, to even
+  EXPECT_EQ(FloatToHalf(0x1p-14f - 0x1p-26f), 0x0400);  // rounds up into the normals
+  EXPECT_EQ(FloatToHalf(INFINITY), 0x7c00);
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
+  // Every half that is not a NaN decodes to a float that encodes back to it; the kernels in use
+  // (hardware vcvtph2ps where available) decode it to the same float.
+  std::vector<float> one(16, 0.0f);
+  one[0] = 1.0f;
+  std::vector<uint16_t> row(16, 0);
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = HalfToFloat(uint16_t(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(FloatToHalf(f), h) << std::hex << h;
+    if (std::isinf(f)) continue;
+    row[0] = uint16_t(h);
+    float ip = 0;
+    InnerProductHalfMany(one.data(), row.data(), 1, 16, &ip);
+    ASSERT_EQ(ip, f) << std::hex << h;
+  }
+}
+
 // The cache's copy constructor is noexcept, so vectors of models still move them on growth.
 static_assert(std::is_nothrow_move_constructible_v<IvfModel>);
 

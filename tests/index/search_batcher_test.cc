@@ -233,7 +233,7 @@ TEST(SearchBatcher, ACancelledWaitingSearchAnswersAtOnceAndNeverReachesTheEngine
   EXPECT_EQ(Ids(c), (std::vector<uint64_t>{3}));
 }
 
-TEST(SearchBatcher, ACancelInsideABatchAnswersAtOnceAndTheLastOneStopsTheBatch) {
+TEST(SearchBatcher, ACancelInsideABatchAnswersWithTheBatchAndTheLastOneStopsIt) {
   HeldEngine engine;
   auto batcher = MakeBatcher(engine);
   int owner = 0;
@@ -247,15 +247,38 @@ TEST(SearchBatcher, ACancelInsideABatchAnswersAtOnceAndTheLastOneStopsTheBatch) 
   ASSERT_EQ(engine.calls(), 2u);
   const std::shared_ptr<const CancelToken> batch_token = engine.request(1).cancel;
   tb->Cancel();
-  EXPECT_EQ(b.answers, 1);
-  EXPECT_EQ(b.result.status().code(), absl::StatusCode::kCancelled);
+  // The engine may still be scoring b's query: b answers when the batch does, so its request
+  // stays accounted (slots, memory) until then.
+  EXPECT_EQ(b.answers, 0);
   EXPECT_TRUE(batch_token->Check().ok()) << "c still wants its answer";
   tc->Cancel();
-  EXPECT_EQ(c.answers, 1);
+  EXPECT_EQ(c.answers, 0);
   EXPECT_EQ(batch_token->Check().code(), absl::StatusCode::kCancelled);
-  engine.Answer(1);  // the engine's late answer reaches nobody a second time
-  EXPECT_EQ(b.answers, 1);
-  EXPECT_EQ(c.answers, 1);
+  engine.Answer(1);  // results, but b and c stopped: each answers CANCELLED, once
+  for (const Outcome* o : {&b, &c}) {
+    EXPECT_EQ(o->answers, 1);
+    EXPECT_EQ(o->result.status().code(), absl::StatusCode::kCancelled);
+  }
+}
+
+TEST(SearchBatcher, AnEngineThatThrowsAnswersTheBatchAndFreesItsSlot) {
+  int calls = 0;
+  auto batcher = std::make_shared<SearchBatcher>(
+      [&](IvfSearchRequest, SearchDone) {
+        ++calls;
+        throw std::bad_alloc();
+      },
+      SearchBatcher::Options{1, 256});
+  int owner = 0;
+  Outcome a, b;
+  batcher->Submit(MakeSearch(Key(&owner), {1}, &a));
+  batcher->Submit(MakeSearch(Key(&owner), {2}, &b));  // the slot is free again: it starts too
+  EXPECT_EQ(calls, 2);
+  for (const Outcome* o : {&a, &b}) {
+    EXPECT_EQ(o->answers, 1);
+    EXPECT_EQ(o->result.status().code(), absl::StatusCode::kResourceExhausted);
+  }
+  EXPECT_EQ(batcher->waiting(), 0u);
 }
 
 TEST(SearchBatcher, DeadlinesGoToTheirOwnSearchAndTheBatchRunsToTheLatest) {
