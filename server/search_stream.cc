@@ -138,6 +138,9 @@ class SearchStreamReactor final
 
   void OnDone() override {
     service_->metrics()->RpcDone();
+    // gRPC runs OnDone after OnCancel, ordered inside libgrpc where TSan cannot see it: taking
+    // mu_ (which OnCancel held) makes that order visible before the reactor may be deleted.
+    { absl::MutexLock lock(&mu_); }
     if (lifetime_.Ended()) delete this;
   }
 
