@@ -236,6 +236,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     size_t tasks = 0;
     bool stage_done = false;
     bool cancel_sources = false;
+    bool io_wait = false;
     {
       absl::MutexLock lock(&mu_);
       if (!routed_) return;  // nothing fetched yet; Route calls Progress when it is done
@@ -261,7 +262,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
         finishing_ = true;
         stage_done = true;
       }
+      io_wait = fetches.empty() && active_tasks_ == 0 && ready_.empty() && fetches_in_flight_ > 0;
     }
+    if (io_wait) ReportIoWait();
     const bool left = LeaveShared(leaving);
     // Data this job accepted but will not scan goes to the entry's other tickets, if any.
     for (ReadyItem& item : dropped) {
@@ -628,6 +631,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       refine_reads_ = reads.size();
     }
     if (reads.empty()) return RefineDone();
+    auto answered = std::make_shared<std::atomic<size_t>>(0);
     for (uint32_t s : reads) {
       PartitionFetch priority;
       priority.query_seq = query_seq_;
@@ -636,7 +640,8 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
           std::move(by_segment[s].owners));
       req_.segments[s].source->ReadRaw(
           std::move(by_segment[s].rows), priority,
-          [self = shared_from_this(), owners](absl::StatusOr<RawRows> raw) mutable {
+          [self = shared_from_this(), owners, answered](absl::StatusOr<RawRows> raw) mutable {
+            answered->fetch_add(1, std::memory_order_relaxed);
             // On the I/O thread: hand the distance work to the arena.
             self->executor_.Submit([self, owners, raw = std::move(raw)]() mutable {
               self->Refine(*owners, std::move(raw));
@@ -649,6 +654,13 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       cancel = failed_;  // cancelled while issuing: the reads above may be queued
     }
     CancelSourcesIf(cancel);
+    // Reads not answered from memory while they were issued wait for the disk.
+    if (answered->load(std::memory_order_relaxed) < reads.size()) ReportIoWait();
+  }
+
+  void ReportIoWait() {
+    if (!req_.on_io_wait || io_wait_reported_.exchange(true)) return;
+    req_.on_io_wait();
   }
 
   void Refine(const std::vector<std::pair<uint32_t, Candidate>>& owners,
@@ -738,6 +750,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   std::vector<std::unique_ptr<PreparedQueries>> prepared_;  // per segment; set by Route
   std::unique_ptr<PreparedQueries> memtable_prepared_;
   std::vector<Work> work_;  // immutable once routed_
+  std::atomic<bool> io_wait_reported_{false};
 
   absl::Mutex mu_;
   bool routed_ ABSL_GUARDED_BY(mu_) = false;

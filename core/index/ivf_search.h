@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -84,6 +85,11 @@ struct IvfSearchRequest {
   IvfSearchOptions options;
   // Shared scans with other requests on the same ScanShare; null: none.
   std::shared_ptr<ScanShare> share;
+  // Called at most once, without the engine's locks, the first time the request has no CPU
+  // work left to run while reads it needs are outstanding (a partition fetch or a re-rank read
+  // from disk): the CPU it was given is free for others. SearchBatcher starts the next batch on
+  // it. May be empty.
+  std::function<void()> on_io_wait;
 };
 
 void IvfSearch(Executor& executor, IvfSearchRequest request, SearchDone done);

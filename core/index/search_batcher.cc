@@ -5,18 +5,24 @@
 #include <new>
 #include <utility>
 
+#include "absl/types/span.h"
+
 namespace shoal::core {
 
 // A search's life: kWaiting in its key's queue, kRunning in a batch, kStopped when cancelled
-// in a batch (answered when the batch answers), kAnswered once its done has been taken (exactly
-// one thread moves it to kAnswered and calls done).
+// in a batch (answered when the batch answers), kAnswered once one thread has taken the duty to
+// call its done (it marks `reply` under the mutex and calls done after releasing it, so that
+// nothing is allocated while the mutex is held and an allocation failure loses no answer).
 struct SearchBatcher::Member {
   enum class State : uint8_t { kWaiting, kRunning, kStopped, kAnswered };
+  // What the thread that moved it to kAnswered owes it.
+  enum class Reply : uint8_t { kNone, kStopped, kResults };
   explicit Member(Search s) : search(std::move(s)) {}
   Search search;
   uint64_t seq = 0;               // arrival order; guarded by the batcher's mu_
   State state = State::kWaiting;  // guarded by the batcher's mu_
-  std::weak_ptr<Batch> batch;     // kRunning: set by Dispatch; guarded by mu_
+  Reply reply = Reply::kNone;     // set with kAnswered; then owned by the answering thread
+  std::weak_ptr<Batch> batch;     // kRunning: set by Start; guarded by mu_
 };
 
 struct SearchBatcher::Batch {
@@ -24,19 +30,10 @@ struct SearchBatcher::Batch {
   std::vector<std::shared_ptr<Member>> members;
   std::vector<size_t> first_query;  // per member: its first query in the engine request
   size_t live = 0;                  // members not answered; guarded by the batcher's mu_
+  bool holds_slot = true;           // counted in running_; guarded by the batcher's mu_
 };
 
 namespace {
-
-// One answer to deliver once the batcher's mutex is released.
-struct Answer {
-  SearchDone done;
-  absl::StatusOr<std::vector<QueryResult>> result;
-};
-
-void Deliver(std::vector<Answer>& answers) {
-  for (Answer& a : answers) std::move(a.done)(std::move(a.result));
-}
 
 absl::Status StoppedStatus(const CancelToken& token) {
   absl::Status s = token.Check();
@@ -54,9 +51,14 @@ size_t SearchBatcher::waiting() const {
 }
 
 void SearchBatcher::Submit(Search search) {
-  auto member = std::make_shared<Member>(std::move(search));
+  std::shared_ptr<Member> member;
+  try {
+    member = std::make_shared<Member>(std::move(search));
+  } catch (const std::bad_alloc&) {
+    return std::move(search.done)(absl::ResourceExhaustedError("out of memory queueing a search"));
+  }
   bool run_now = false;
-  {
+  try {
     absl::MutexLock lock(&mu_);
     member->seq = next_seq_++;
     if (running_ < std::max<size_t>(1, options_.max_running)) {
@@ -64,18 +66,44 @@ void SearchBatcher::Submit(Search search) {
       member->state = Member::State::kRunning;
       run_now = true;
     } else {
-      queues_[member->search.key].push_back(member);
+      queues_[member->search.key].push_back(member);  // may throw: then nothing changed
       ++waiting_;
     }
+  } catch (const std::bad_alloc&) {
+    return std::move(member->search.done)(
+        absl::ResourceExhaustedError("out of memory queueing a search"));
   }
   // Registered once the member is queued or running; it may run at once, on this thread.
   std::shared_ptr<const CancelToken> token = member->search.cancel;
-  if (run_now) DispatchAll({{member}});
+  if (run_now) {
+    Batches first;
+    try {
+      first.emplace_back(1, member);
+    } catch (const std::bad_alloc&) {
+      FailUnstarted(absl::MakeConstSpan(&member, 1),
+                    absl::ResourceExhaustedError("out of memory starting a search"));
+    }
+    DispatchAll(std::move(first));
+  }
   token->OnCancel([weak_self = weak_from_this(), weak_member = std::weak_ptr<Member>(member)] {
     auto self = weak_self.lock();
     auto m = weak_member.lock();
     if (self && m) self->OnMemberCancelled(m);
   });
+}
+
+void SearchBatcher::TakeBatchesLocked(Batches* next) {
+  // `next` has room for max_running batches (reserved by the caller), so only a batch's own
+  // member list allocates here; if that fails its members stay queued for the next batch that
+  // answers (or for their cancellation).
+  try {
+    while (running_ < std::max<size_t>(1, options_.max_running) && waiting_ > 0 &&
+           next->size() < next->capacity()) {
+      next->push_back(TakeBatchLocked());
+      ++running_;
+    }
+  } catch (const std::bad_alloc&) {
+  }
 }
 
 std::vector<std::shared_ptr<SearchBatcher::Member>> SearchBatcher::TakeBatchLocked() {
@@ -88,77 +116,119 @@ std::vector<std::shared_ptr<SearchBatcher::Member>> SearchBatcher::TakeBatchLock
   std::vector<std::shared_ptr<Member>> members;
   if (oldest == queues_.end()) return members;
   std::deque<std::shared_ptr<Member>>& queue = oldest->second;
-  size_t queries = 0;
-  while (!queue.empty() && (members.empty() || queries + queue.front()->search.num_queries <=
-                                                   options_.max_batch_queries)) {
-    queries += queue.front()->search.num_queries;
+  size_t count = 0, queries = 0;
+  for (const auto& m : queue) {
+    if (count > 0 && queries + m->search.num_queries > options_.max_batch_queries) break;
+    queries += m->search.num_queries;
+    ++count;
+  }
+  members.reserve(count);  // may throw: nothing has changed yet
+  for (size_t i = 0; i < count; ++i) {
     queue.front()->state = Member::State::kRunning;
     members.push_back(std::move(queue.front()));
     queue.pop_front();
-    --waiting_;
   }
+  waiting_ -= count;
   if (queue.empty()) queues_.erase(oldest);
   return members;
 }
 
-void SearchBatcher::DispatchAll(std::vector<std::vector<std::shared_ptr<Member>>> batches) {
+void SearchBatcher::DispatchAll(Batches batches) {
   // A loop, not recursion: a batch that cannot start answers at once and frees its slot for the
   // next waiting one, as many times in a row as it happens.
   while (!batches.empty()) {
     std::vector<std::shared_ptr<Member>> members = std::move(batches.back());
     batches.pop_back();
-    auto batch = std::make_shared<Batch>();
-    absl::Status not_started = Start(batch, std::move(members));
+    std::shared_ptr<Batch> batch;
+    absl::Status not_started;
+    try {
+      batch = std::make_shared<Batch>();
+    } catch (const std::bad_alloc&) {
+      not_started = absl::ResourceExhaustedError("out of memory starting a search batch");
+    }
+    if (batch) {
+      not_started = Start(batch, std::move(members));
+    } else {
+      // No Batch to answer through: answer these members and free the slot by hand.
+      FailUnstarted(members, not_started);
+      continue;
+    }
     if (!not_started.ok()) {
       for (auto& more : Finish(batch, std::move(not_started))) batches.push_back(std::move(more));
     }
   }
 }
 
+void SearchBatcher::FailUnstarted(absl::Span<const std::shared_ptr<Member>> members,
+                                  const absl::Status& status) {
+  Batches next;
+  try {
+    next.reserve(std::max<size_t>(1, options_.max_running));
+  } catch (const std::bad_alloc&) {
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& m : members) {
+      m->reply =
+          m->state == Member::State::kStopped ? Member::Reply::kStopped : Member::Reply::kResults;
+      m->state = Member::State::kAnswered;
+    }
+    --running_;
+    TakeBatchesLocked(&next);
+  }
+  for (const auto& m : members) {
+    std::move(m->search.done)(m->reply == Member::Reply::kStopped
+                                  ? StoppedStatus(*m->search.cancel)
+                                  : absl::StatusOr<std::vector<QueryResult>>(status));
+  }
+  DispatchAll(std::move(next));
+}
+
 absl::Status SearchBatcher::Start(const std::shared_ptr<Batch>& batch,
                                   std::vector<std::shared_ptr<Member>> members) {
-  std::vector<Answer> answers;
+  try {
+    batch->members.reserve(members.size());
+    batch->first_query.reserve(members.size());
+    // The batch runs to its latest member's deadline.
+    auto deadline = CancelToken::Clock::time_point::min();
+    for (const auto& m : members) deadline = std::max(deadline, m->search.cancel->deadline());
+    batch->token = std::make_shared<CancelToken>(deadline);
+  } catch (const std::bad_alloc&) {
+    batch->members = std::move(members);  // Finish answers them with this status
+    return absl::ResourceExhaustedError("out of memory starting a search batch");
+  }
   size_t total = 0;
   {
     // Members whose deadline passed while they waited, or that were cancelled before the batch
-    // took them, answer now (no engine work was done for them); the rest join the batch, which
-    // runs to the latest deadline.
+    // took them, answer now (no engine work was done for them); the rest join the batch.
     absl::MutexLock lock(&mu_);
-    auto deadline = CancelToken::Clock::time_point::min();
     for (std::shared_ptr<Member>& m : members) {
-      absl::Status s = m->search.cancel->Check();
-      if (m->state == Member::State::kStopped && s.ok()) s = absl::CancelledError("cancelled");
-      if (!s.ok()) {
+      if (m->state == Member::State::kStopped || !m->search.cancel->Check().ok()) {
         m->state = Member::State::kAnswered;
-        answers.push_back({std::move(m->search.done), std::move(s)});
+        m->reply = Member::Reply::kStopped;
         continue;
       }
       m->batch = batch;
       batch->members.push_back(m);
       batch->first_query.push_back(total);
       total += m->search.num_queries;
-      deadline = std::max(deadline, m->search.cancel->deadline());
     }
     batch->live = batch->members.size();
-    batch->token = std::make_shared<CancelToken>(deadline);
   }
-  Deliver(answers);
+  for (std::shared_ptr<Member>& m : members) {
+    if (m->reply == Member::Reply::kStopped) {
+      std::move(m->search.done)(StoppedStatus(*m->search.cancel));
+    }
+  }
   if (batch->members.empty()) return absl::CancelledError("no search left in the batch");
   IvfSearchRequest request;
   try {
-    request = batch->members.front()->search.prepare();
-    request.num_queries = total;
-    request.queries.resize(total * request.dim);
-    for (size_t i = 0; i < batch->members.size(); ++i) {
-      const std::vector<float>& q = batch->members[i]->search.queries;
-      std::copy(q.begin(), q.end(), request.queries.begin() + batch->first_query[i] * request.dim);
-    }
+    request = BuildRequest(batch, total);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory batching searches");
   } catch (const std::exception& e) {
     return absl::InternalError(std::string("batching searches: ") + e.what());
   }
-  request.cancel = batch->token;
   bool none_left = false;
   {
     // Every member may have been cancelled since the first lock: then so is the batch.
@@ -181,45 +251,90 @@ absl::Status SearchBatcher::Start(const std::shared_ptr<Batch>& batch,
   return absl::OkStatus();
 }
 
-std::vector<std::vector<std::shared_ptr<SearchBatcher::Member>>> SearchBatcher::Finish(
-    const std::shared_ptr<Batch>& batch, absl::StatusOr<std::vector<QueryResult>> results) {
-  std::vector<Answer> answers;
-  std::vector<size_t> firsts;
-  std::vector<std::vector<std::shared_ptr<Member>>> next;
+IvfSearchRequest SearchBatcher::BuildRequest(const std::shared_ptr<Batch>& shared_batch,
+                                             size_t total_queries) {
+  const Batch& batch = *shared_batch;
+  IvfSearchRequest request = batch.members.front()->search.prepare();
+  request.num_queries = total_queries;
+  if (batch.members.size() == 1) {
+    request.queries = std::move(batch.members.front()->search.queries);
+  } else {
+    request.queries.resize(total_queries * request.dim);
+    for (size_t i = 0; i < batch.members.size(); ++i) {
+      const std::vector<float>& q = batch.members[i]->search.queries;
+      std::copy(q.begin(), q.end(), request.queries.begin() + batch.first_query[i] * request.dim);
+    }
+  }
+  request.cancel = batch.token;
+  // A batch waiting for the disk leaves the CPU to the next one: it no longer counts against
+  // max_running (it still answers through Finish).
+  request.on_io_wait = [weak_self = weak_from_this(),
+                        weak_batch = std::weak_ptr<Batch>(shared_batch)] {
+    auto self = weak_self.lock();
+    auto b = weak_batch.lock();
+    if (self && b) self->DispatchAll(self->ReleaseSlot(*b));
+  };
+  return request;
+}
+
+SearchBatcher::Batches SearchBatcher::ReleaseSlot(Batch& batch) {
+  Batches next;
+  try {
+    next.reserve(std::max<size_t>(1, options_.max_running));
+  } catch (const std::bad_alloc&) {
+    return next;  // the slot stays held until Finish
+  }
+  absl::MutexLock lock(&mu_);
+  if (!batch.holds_slot) return next;
+  batch.holds_slot = false;
+  --running_;
+  TakeBatchesLocked(&next);
+  return next;
+}
+
+SearchBatcher::Batches SearchBatcher::Finish(const std::shared_ptr<Batch>& batch,
+                                             absl::StatusOr<std::vector<QueryResult>> results) {
+  Batches next;
+  try {
+    next.reserve(std::max<size_t>(1, options_.max_running));
+  } catch (const std::bad_alloc&) {
+    // TakeBatchesLocked takes none: the waiting searches go with the next batch to answer.
+  }
   {
     absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < batch->members.size(); ++i) {
-      Member& m = *batch->members[i];
-      if (m.state == Member::State::kAnswered) continue;
-      const bool stopped = m.state == Member::State::kStopped;
-      m.state = Member::State::kAnswered;
-      answers.push_back({std::move(m.search.done), std::vector<QueryResult>{}});
-      if (stopped) answers.back().result = StoppedStatus(*m.search.cancel);
-      firsts.push_back(stopped ? SIZE_MAX : i);
+    for (const std::shared_ptr<Member>& m : batch->members) {
+      if (m->state == Member::State::kAnswered) continue;
+      m->reply =
+          m->state == Member::State::kStopped ? Member::Reply::kStopped : Member::Reply::kResults;
+      m->state = Member::State::kAnswered;
     }
-    --running_;
-    while (running_ < std::max<size_t>(1, options_.max_running) && waiting_ > 0) {
-      next.push_back(TakeBatchLocked());
-      ++running_;
-    }
+    if (std::exchange(batch->holds_slot, false)) --running_;
+    TakeBatchesLocked(&next);
   }
   // Each member's slice of the results (or the batch's error, or its own stop).
-  for (size_t a = 0; a < answers.size(); ++a) {
-    const size_t i = firsts[a];
-    if (i == SIZE_MAX) continue;  // stopped inside the batch: its status is set
-    const Member& m = *batch->members[i];
-    if (!results.ok()) {
-      answers[a].result = results.status();
+  for (size_t i = 0; i < batch->members.size(); ++i) {
+    Member& m = *batch->members[i];
+    const Member::Reply reply = std::exchange(m.reply, Member::Reply::kNone);
+    if (reply == Member::Reply::kNone) continue;  // answered by someone else
+    absl::StatusOr<std::vector<QueryResult>> result = absl::CancelledError("request cancelled");
+    if (reply == Member::Reply::kStopped) {
+      result = StoppedStatus(*m.search.cancel);
+    } else if (!results.ok()) {
+      result = results.status();
     } else if (absl::Status s = m.search.cancel->Check(); !s.ok()) {
-      answers[a].result = std::move(s);
-    } else {
-      auto begin = results->begin() + ptrdiff_t(batch->first_query[i]);
-      answers[a].result = std::vector<QueryResult>(
-          std::make_move_iterator(begin),
-          std::make_move_iterator(begin + ptrdiff_t(m.search.num_queries)));
+      result = std::move(s);
+    } else if (i < batch->first_query.size()) {
+      try {
+        auto begin = results->begin() + ptrdiff_t(batch->first_query[i]);
+        result = std::vector<QueryResult>(
+            std::make_move_iterator(begin),
+            std::make_move_iterator(begin + ptrdiff_t(m.search.num_queries)));
+      } catch (const std::bad_alloc&) {
+        result = absl::ResourceExhaustedError("out of memory answering a search");
+      }
     }
+    std::move(m.search.done)(std::move(result));
   }
-  Deliver(answers);
   return next;
 }
 

@@ -4,7 +4,9 @@
 // sgemm instead of one pass over the centroids per request, one plan in which a partition that
 // several of them probe is fetched and scanned once, one set of tasks — and each search gets
 // its own queries' results. While fewer than `max_running` batches are in the engine a search
-// starts at once, alone: batching never makes an idle server wait.
+// starts at once, alone: batching never makes an idle server wait. A batch that waits for the
+// disk (IvfSearchRequest::on_io_wait) stops counting against `max_running`, so searches the
+// cache can answer are not held behind one that waits for reads.
 //
 // A batch's engine request is built when it is dispatched (Search::prepare, e.g. a collection
 // snapshot), which is after every member arrived: each member sees every write acknowledged
@@ -34,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "core/index/ivf_search.h"
 
 namespace shoal::core {
@@ -90,19 +93,31 @@ class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
   struct Member;
   struct Batch;
 
+  using Batches = std::vector<std::vector<std::shared_ptr<Member>>>;
+
   // REQUIRES: mu_ held. Takes the next batch off the queues: the group of the oldest waiting
   // member, in arrival order, up to max_batch_queries (always at least one member).
   std::vector<std::shared_ptr<Member>> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES: mu_ held. Takes batches into `next` (each with one of running_) while slots are
+  // free, at most next->capacity() in all: the caller reserves it before taking the lock.
+  void TakeBatchesLocked(Batches* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts each batch (each holds one of running_); one that cannot start is finished at once.
-  void DispatchAll(std::vector<std::vector<std::shared_ptr<Member>>> batches);
+  void DispatchAll(Batches batches);
   // Builds `batch` from `members` and hands it to the engine; not OK: it did not start (no
   // member left, or building it failed) and the caller finishes it with that status.
   absl::Status Start(const std::shared_ptr<Batch>& batch,
                      std::vector<std::shared_ptr<Member>> members);
-  // Answers every member of `batch` not answered yet, frees its slot, and returns the batches
-  // that now may start.
-  std::vector<std::vector<std::shared_ptr<Member>>> Finish(
-      const std::shared_ptr<Batch>& batch, absl::StatusOr<std::vector<QueryResult>> results);
+  // The engine request of a started batch: the members' queries, its token, and on_io_wait.
+  IvfSearchRequest BuildRequest(const std::shared_ptr<Batch>& batch, size_t total_queries);
+  // Answers members that hold one of running_ but have no Batch (its allocation failed) with
+  // `status`, frees their slot and dispatches what may start.
+  void FailUnstarted(absl::Span<const std::shared_ptr<Member>> members, const absl::Status& status);
+  // The batch waits for the disk: it gives up its slot (once) and returns what may now start.
+  Batches ReleaseSlot(Batch& batch);
+  // Answers every member of `batch` not answered yet, frees its slot if it still holds one, and
+  // returns the batches that now may start.
+  Batches Finish(const std::shared_ptr<Batch>& batch,
+                 absl::StatusOr<std::vector<QueryResult>> results);
   void OnMemberCancelled(const std::shared_ptr<Member>& member);
 
   const Engine engine_;

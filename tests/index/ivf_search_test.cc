@@ -167,6 +167,30 @@ TEST(IvfSearch, SourceErrorsFailTheRequest) {
 // I-3: one arena thread, completions held and released in random order, a pinned-bytes budget
 // smaller than one partition (one fetch in flight per query), 500 concurrent queries: every
 // query completes with the exact answer and nothing stays pinned.
+TEST(IvfSearch, ReportsOnceThatItWaitsForTheDiskAndNeverWhenReadsAnswerInline) {
+  const Data data(500, 8, 5);
+  auto segment = std::make_shared<InMemorySegment>(Train(data, 8, VectorEncoding::kSq8),
+                                                   data.vectors.data(), data.ids.data(), data.n);
+  TbbExecutor executor(1);
+  for (Mode mode : {Mode::kHeld, Mode::kInline}) {
+    auto source = std::make_shared<FakePartitionSource>(segment, mode);
+    const auto queries = data.Queries(4, 3);
+    IvfSearchRequest r = Request(data, queries, 4, {source->Ref(source)}, 4);
+    r.refine_factor = 4;
+    std::atomic<int> waits{0};
+    r.on_io_wait = [&waits] { waits.fetch_add(1); };
+    Answers answers(1);
+    IvfSearch(executor, std::move(r), answers.Callback(0));
+    std::mt19937 rng(3);
+    while (!answers.AllAnswered()) {
+      if (source->ReleaseSome(1 + rng() % 3, rng) == 0) std::this_thread::yield();
+    }
+    ASSERT_TRUE(answers.Result(0).ok()) << answers.Result(0).status();
+    executor.WaitIdle();
+    EXPECT_EQ(waits.load(), mode == Mode::kHeld ? 1 : 0);
+  }
+}
+
 TEST(IvfSearchDeadlock, OneThreadHeldCompletionsInAdversarialOrder) {
   testing::Watchdog watchdog(std::chrono::seconds(240), "500 queries on a 1-thread arena");
   const Data data(2000, 16, 11);

@@ -53,6 +53,16 @@ class HeldEngine {
     }
     std::move(done)(std::move(results));
   }
+  // Call i's engine reports that it waits for the disk.
+  void IoWait(size_t i) {
+    std::function<void()> on_io_wait;
+    {
+      absl::MutexLock lock(&mu_);
+      on_io_wait = calls_[i].request.on_io_wait;
+    }
+    ASSERT_TRUE(on_io_wait);
+    on_io_wait();
+  }
   void Fail(size_t i, absl::Status status) {
     SearchDone done;
     {
@@ -213,6 +223,38 @@ TEST(SearchBatcher, MaxRunningBatchesRunAtOnce) {
   EXPECT_EQ(Ids(d), (std::vector<uint64_t>{4}));
 }
 
+TEST(SearchBatcher, ABatchWaitingForTheDiskLetsTheNextOneStart) {
+  HeldEngine engine;
+  auto batcher = MakeBatcher(engine, 1);
+  int owner = 0;
+  Outcome a, b, c, d;
+  batcher->Submit(MakeSearch(Key(&owner), {1}, &a));
+  batcher->Submit(MakeSearch(Key(&owner), {2}, &b));
+  batcher->Submit(MakeSearch(Key(&owner), {3}, &c));
+  ASSERT_EQ(engine.calls(), 1u);
+  engine.IoWait(0);  // b and c start together while a waits for its reads
+  ASSERT_EQ(engine.calls(), 2u);
+  EXPECT_EQ(engine.request(1).num_queries, 2u);
+  engine.IoWait(0);  // at most once per batch: nothing more starts
+  batcher->Submit(MakeSearch(Key(&owner), {4}, &d));
+  EXPECT_EQ(engine.calls(), 2u);
+  EXPECT_EQ(batcher->waiting(), 1u);
+  engine.Answer(0);  // a answers: it gave its slot up already, so d still waits for b and c
+  EXPECT_EQ(Ids(a), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(engine.calls(), 2u);
+  engine.Answer(1);
+  ASSERT_EQ(engine.calls(), 3u);
+  engine.Answer(2);
+  EXPECT_EQ(Ids(b), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(Ids(c), (std::vector<uint64_t>{3}));
+  EXPECT_EQ(Ids(d), (std::vector<uint64_t>{4}));
+  // Every slot was returned exactly once: an idle batcher starts the next search at once.
+  Outcome e;
+  batcher->Submit(MakeSearch(Key(&owner), {5}, &e));
+  EXPECT_EQ(engine.calls(), 4u);
+  EXPECT_EQ(batcher->waiting(), 0u);
+}
+
 TEST(SearchBatcher, ACancelledWaitingSearchAnswersAtOnceAndNeverReachesTheEngine) {
   HeldEngine engine;
   auto batcher = MakeBatcher(engine);
@@ -370,6 +412,14 @@ TEST(SearchBatcher, StressEverySearchAnsweredOnceWithItsOwnResults) {
       SearchDone done;
       IvfSearchRequest r;
       bool got = false;
+      std::function<void()> io_wait;
+      {
+        absl::MutexLock lock(&mu);
+        // Now and then a held batch reports that it waits for the disk, freeing its slot.
+        if (!held.empty() && rng() % 4 == 0)
+          io_wait = held_requests[rng() % held.size()].on_io_wait;
+      }
+      if (io_wait) io_wait();
       {
         absl::MutexLock lock(&mu);
         // Two batches held (max_running): searches submitted meanwhile wait and merge.
@@ -445,6 +495,13 @@ TEST(SearchBatcher, StressEverySearchAnsweredOnceWithItsOwnResults) {
   }
   EXPECT_EQ(batcher->waiting(), 0u);
   EXPECT_GT(merged_batches.load(), 0);
+  // Every slot came back exactly once: two more searches start at once (max_running 2).
+  Outcome x, y;
+  batcher->Submit(MakeSearch(Key(&owners[0]), {1}, &x));
+  batcher->Submit(MakeSearch(Key(&owners[0]), {2}, &y));
+  EXPECT_EQ(batcher->waiting(), 0u);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(held.size(), 2u);
 }
 
 }  // namespace
