@@ -42,7 +42,11 @@ namespace shoal {
 enum class Metric { kL2, kInnerProduct, kCosine };
 enum class IndexType { kFlat, kIvfFlat, kIvfSq8, kIvfPq };
 
-using AttributeValue = std::variant<int64_t, double, std::string, bool>;
+// An attribute is a scalar or a list of scalars (several tags on one point; a filter's
+// comparison on a list is true when any element satisfies it).
+using AttributeScalar = std::variant<int64_t, double, std::string, bool>;
+using AttributeList = std::vector<AttributeScalar>;
+using AttributeValue = std::variant<int64_t, double, std::string, bool, AttributeList>;
 using Attributes = std::map<std::string, AttributeValue>;
 
 struct IndexSpec {

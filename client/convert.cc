@@ -1,5 +1,9 @@
 #include "client/convert.h"
 
+#include <type_traits>
+#include <utility>
+#include <variant>
+
 #include "absl/strings/str_cat.h"
 
 namespace shoal::client_internal {
@@ -54,34 +58,67 @@ v1::IndexType ToProto(IndexType t) {
   return v1::INDEX_FLAT;
 }
 
+namespace {
+
+void ScalarToProto(const AttributeScalar& value, v1::Value* out) {
+  if (const auto* i = std::get_if<int64_t>(&value)) out->set_int_value(*i);
+  if (const auto* d = std::get_if<double>(&value)) out->set_double_value(*d);
+  if (const auto* s = std::get_if<std::string>(&value)) out->set_string_value(*s);
+  if (const auto* b = std::get_if<bool>(&value)) out->set_bool_value(*b);
+}
+
+// False: not a scalar (unset, or a list).
+bool ScalarFromProto(const v1::Value& v, AttributeScalar* out) {
+  switch (v.kind_case()) {
+    case v1::Value::kIntValue:
+      *out = int64_t(v.int_value());
+      return true;
+    case v1::Value::kDoubleValue:
+      *out = v.double_value();
+      return true;
+    case v1::Value::kStringValue:
+      *out = v.string_value();
+      return true;
+    case v1::Value::kBoolValue:
+      *out = v.bool_value();
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 void ToProto(const Attributes& attrs, google::protobuf::Map<std::string, v1::Value>* out) {
   for (const auto& [key, value] : attrs) {
     v1::Value& v = (*out)[key];
-    if (const auto* i = std::get_if<int64_t>(&value)) v.set_int_value(*i);
-    if (const auto* d = std::get_if<double>(&value)) v.set_double_value(*d);
-    if (const auto* s = std::get_if<std::string>(&value)) v.set_string_value(*s);
-    if (const auto* b = std::get_if<bool>(&value)) v.set_bool_value(*b);
+    if (const auto* list = std::get_if<AttributeList>(&value)) {
+      v1::ValueList* values = v.mutable_list_value();
+      for (const AttributeScalar& element : *list) ScalarToProto(element, values->add_values());
+      continue;
+    }
+    std::visit(
+        [&v](const auto& scalar) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(scalar)>, AttributeList>) {
+            ScalarToProto(scalar, &v);
+          }
+        },
+        value);
   }
 }
 
 Attributes FromProto(const google::protobuf::Map<std::string, v1::Value>& attrs) {
   Attributes out;
   for (const auto& [key, v] : attrs) {
-    switch (v.kind_case()) {
-      case v1::Value::kIntValue:
-        out[key] = int64_t(v.int_value());
-        break;
-      case v1::Value::kDoubleValue:
-        out[key] = v.double_value();
-        break;
-      case v1::Value::kStringValue:
-        out[key] = v.string_value();
-        break;
-      case v1::Value::kBoolValue:
-        out[key] = v.bool_value();
-        break;
-      case v1::Value::KIND_NOT_SET:
-        break;
+    AttributeScalar scalar;
+    if (ScalarFromProto(v, &scalar)) {
+      std::visit([&](auto&& s) { out[key] = std::move(s); }, std::move(scalar));
+    } else if (v.kind_case() == v1::Value::kListValue) {
+      AttributeList list;
+      for (const v1::Value& element : v.list_value().values()) {
+        if (ScalarFromProto(element, &scalar)) list.push_back(std::move(scalar));
+      }
+      out[key] = std::move(list);
     }
   }
   return out;

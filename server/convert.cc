@@ -1,5 +1,8 @@
 #include "server/convert.h"
 
+#include <type_traits>
+#include <variant>
+
 namespace shoal::server {
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -62,25 +65,47 @@ v1::IndexSpec ToProto(const core::IndexSpec& spec) {
   return out;
 }
 
+namespace {
+
+// REQUIRES: a validated scalar (set, not a list).
+core::AttributeScalar ScalarFromProto(const v1::Value& value) {
+  switch (value.kind_case()) {
+    case v1::Value::kIntValue:
+      return int64_t(value.int_value());
+    case v1::Value::kDoubleValue:
+      return value.double_value();
+    case v1::Value::kStringValue:
+      return value.string_value();
+    default:
+      return value.bool_value();
+  }
+}
+
+void ScalarToProto(const core::AttributeScalar& value, v1::Value* out) {
+  if (const auto* i = std::get_if<int64_t>(&value)) out->set_int_value(*i);
+  if (const auto* d = std::get_if<double>(&value)) out->set_double_value(*d);
+  if (const auto* s = std::get_if<std::string>(&value)) out->set_string_value(*s);
+  if (const auto* b = std::get_if<bool>(&value)) out->set_bool_value(*b);
+}
+
+}  // namespace
+
 core::Attributes FromProto(const google::protobuf::Map<std::string, v1::Value>& attributes) {
   core::Attributes out;
   for (const auto& [key, value] : attributes) {
-    switch (value.kind_case()) {
-      case v1::Value::kIntValue:
-        out[key] = int64_t(value.int_value());
-        break;
-      case v1::Value::kDoubleValue:
-        out[key] = value.double_value();
-        break;
-      case v1::Value::kStringValue:
-        out[key] = value.string_value();
-        break;
-      case v1::Value::kBoolValue:
-        out[key] = value.bool_value();
-        break;
-      case v1::Value::KIND_NOT_SET:
-        break;
+    if (value.kind_case() == v1::Value::KIND_NOT_SET) continue;
+    if (value.kind_case() != v1::Value::kListValue) {
+      std::visit([&](auto&& v) { out[key] = std::move(v); }, ScalarFromProto(value));
+      continue;
     }
+    core::AttributeList list;
+    list.reserve(size_t(value.list_value().values_size()));
+    for (const v1::Value& element : value.list_value().values()) {
+      if (element.kind_case() == v1::Value::KIND_NOT_SET) continue;
+      if (element.kind_case() == v1::Value::kListValue) continue;
+      list.push_back(ScalarFromProto(element));
+    }
+    out[key] = std::move(list);
   }
   return out;
 }
@@ -89,10 +114,19 @@ void ToProto(const core::Attributes& attributes,
              google::protobuf::Map<std::string, v1::Value>* out) {
   for (const auto& [key, value] : attributes) {
     v1::Value& v = (*out)[key];
-    if (const auto* i = std::get_if<int64_t>(&value)) v.set_int_value(*i);
-    if (const auto* d = std::get_if<double>(&value)) v.set_double_value(*d);
-    if (const auto* s = std::get_if<std::string>(&value)) v.set_string_value(*s);
-    if (const auto* b = std::get_if<bool>(&value)) v.set_bool_value(*b);
+    if (const auto* list = std::get_if<core::AttributeList>(&value)) {
+      v1::ValueList* values = v.mutable_list_value();
+      for (const core::AttributeScalar& element : *list)
+        ScalarToProto(element, values->add_values());
+      continue;
+    }
+    std::visit(
+        [&v](const auto& scalar) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(scalar)>, core::AttributeList>) {
+            ScalarToProto(scalar, &v);
+          }
+        },
+        value);
   }
 }
 

@@ -79,6 +79,25 @@ absl::Status ValidateCreate(const v1::CreateCollectionRequest& req) {
   return absl::OkStatus();
 }
 
+// A list holds at most kMaxListValues set scalars.
+absl::Status ValidateValue(const v1::Value& value, const std::string& field) {
+  if (value.kind_case() == v1::Value::KIND_NOT_SET) return Invalid(field + ": value not set");
+  if (value.kind_case() != v1::Value::kListValue) return absl::OkStatus();
+  const auto& values = value.list_value().values();
+  if (values.size() > kMaxListValues) {
+    return Invalid(absl::StrCat(field, ": a list holds at most ", kMaxListValues, " values"));
+  }
+  for (int i = 0; i < values.size(); ++i) {
+    if (values[i].kind_case() == v1::Value::KIND_NOT_SET) {
+      return Invalid(absl::StrCat(field, "[", i, "]: value not set"));
+    }
+    if (values[i].kind_case() == v1::Value::kListValue) {
+      return Invalid(absl::StrCat(field, "[", i, "]: lists do not nest"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateUpsert(const v1::UpsertRequest& req, uint32_t dim) {
   if (req.points().empty()) return Invalid("points: empty");
   for (int i = 0; i < req.points_size(); ++i) {
@@ -89,8 +108,8 @@ absl::Status ValidateUpsert(const v1::UpsertRequest& req, uint32_t dim) {
       if (key.empty() || key.size() > 256) {
         return Invalid(field + ".attributes: keys must be 1 to 256 bytes");
       }
-      if (value.kind_case() == v1::Value::KIND_NOT_SET) {
-        return Invalid(absl::StrCat(field, ".attributes[", key, "]: value not set"));
+      if (auto s = ValidateValue(value, absl::StrCat(field, ".attributes[", key, "]")); !s.ok()) {
+        return s;
       }
     }
   }

@@ -19,6 +19,7 @@ inline constexpr uint32_t kMaxK = 10000;
 inline constexpr uint32_t kMaxNlist = 65536;
 inline constexpr int kMaxQueriesPerRequest = 10000;
 inline constexpr int kMaxIdsPerRequest = 100000;
+inline constexpr int kMaxListValues = 1024;  // scalars in one list attribute value
 // Largest squared L2 norm of a query or stored vector: FLT_MAX / 8 (about 4.25e37), so no
 // distance or inner product between two accepted vectors overflows float.
 inline constexpr double kMaxSquaredNorm = double(std::numeric_limits<float>::max()) / 8;

@@ -55,7 +55,9 @@ STATUS = {
         "`INVALID_ARGUMENT` for an empty `points`, a vector whose length is not the "
         "collection's dim or that holds a NaN or infinity or whose squared norm is above "
         "FLT_MAX / 8 (about 4.25e37: distances to it would overflow float), an attribute key "
-        "that is empty or over 256 bytes, or an attribute Value with nothing set; the message names the field, "
+        "that is empty or over 256 bytes, an attribute Value with nothing set, or a list Value "
+        "that nests a list, holds an unset Value or more than 1024 values; the message names "
+        "the field, "
         "e.g. `points[3].vector: has 12 values, the collection's dim is 784`",
         _COLL, _WAL],
     "UpsertStream": [

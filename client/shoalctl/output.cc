@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <iostream>
+#include <type_traits>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -96,11 +98,28 @@ std::string CollectionJson(const CollectionInfo& c) {
       ", \"disk_bytes\": ", c.disk_bytes, ", \"error\": ", JsonString(c.error), "}");
 }
 
-std::string AttributeJson(const AttributeValue& v) {
+std::string ScalarJson(const AttributeScalar& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return absl::StrCat(*i);
   if (const auto* d = std::get_if<double>(&v)) return JsonFloat(*d);
   if (const auto* s = std::get_if<std::string>(&v)) return JsonString(*s);
   return std::get<bool>(v) ? "true" : "false";
+}
+
+std::string AttributeJson(const AttributeValue& v) {
+  if (const auto* list = std::get_if<AttributeList>(&v)) {
+    std::vector<std::string> parts;
+    for (const AttributeScalar& element : *list) parts.push_back(ScalarJson(element));
+    return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+  }
+  return std::visit(
+      [](const auto& scalar) -> std::string {
+        if constexpr (std::is_same_v<std::decay_t<decltype(scalar)>, AttributeList>) {
+          return "";
+        } else {
+          return ScalarJson(scalar);
+        }
+      },
+      v);
 }
 
 std::string AttributesJson(const Attributes& attrs) {

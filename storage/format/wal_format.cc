@@ -1,5 +1,10 @@
 #include "storage/format/wal_format.h"
 
+#include <cstring>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
 #include "absl/strings/str_cat.h"
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
@@ -7,7 +12,8 @@
 namespace shoal::storage {
 namespace {
 
-enum AttributeTag : uint8_t { kInt = 1, kDouble = 2, kString = 3, kBool = 4 };
+// A list is varint count + that many tagged scalars (lists do not nest).
+enum AttributeTag : uint8_t { kInt = 1, kDouble = 2, kString = 3, kBool = 4, kList = 5 };
 
 absl::Status Corrupt(const char* what) {
   return absl::DataLossError(absl::StrCat("corrupt WAL record: ", what));
@@ -102,26 +108,80 @@ absl::StatusOr<DeleteBatch> DecodeDeleteBatch(std::string_view payload) {
   return batch;
 }
 
+namespace {
+
+void PutScalar(std::string* out, const core::AttributeScalar& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    out->push_back(char(kInt));
+    PutFixed64(out, uint64_t(*i));
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    out->push_back(char(kDouble));
+    uint64_t bits;
+    std::memcpy(&bits, d, 8);
+    PutFixed64(out, bits);
+  } else if (const auto* s = std::get_if<std::string>(&value)) {
+    out->push_back(char(kString));
+    PutBytes(out, *s);
+  } else {
+    out->push_back(char(kBool));
+    out->push_back(std::get<bool>(value) ? 1 : 0);
+  }
+}
+
+// Reads the scalar of `tag`; false: truncated, or not a scalar tag.
+bool GetScalar(Decoder* in, uint8_t tag, core::AttributeScalar* value) {
+  uint64_t bits = 0;
+  std::string_view text;
+  uint8_t flag = 0;
+  switch (tag) {
+    case kInt:
+      if (!in->GetFixed64(&bits)) return false;
+      *value = int64_t(bits);
+      return true;
+    case kDouble: {
+      if (!in->GetFixed64(&bits)) return false;
+      double d;
+      std::memcpy(&d, &bits, 8);
+      *value = d;
+      return true;
+    }
+    case kString:
+      if (!in->GetBytes(&text)) return false;
+      *value = std::string(text);
+      return true;
+    case kBool:
+      if (!in->GetByte(&flag)) return false;
+      *value = flag != 0;
+      return true;
+    default:
+      return false;
+  }
+}
+
+core::AttributeValue FromScalar(core::AttributeScalar scalar) {
+  return std::visit([](auto&& v) { return core::AttributeValue(std::move(v)); }, std::move(scalar));
+}
+
+}  // namespace
+
 std::string EncodeAttributes(const core::Attributes& attributes) {
   std::string out;
   if (attributes.empty()) return out;
   PutVarint64(&out, attributes.size());
   for (const auto& [key, value] : attributes) {
     PutBytes(&out, key);
-    if (const auto* i = std::get_if<int64_t>(&value)) {
-      out.push_back(char(kInt));
-      PutFixed64(&out, uint64_t(*i));
-    } else if (const auto* d = std::get_if<double>(&value)) {
-      out.push_back(char(kDouble));
-      uint64_t bits;
-      std::memcpy(&bits, d, 8);
-      PutFixed64(&out, bits);
-    } else if (const auto* s = std::get_if<std::string>(&value)) {
-      out.push_back(char(kString));
-      PutBytes(&out, *s);
+    if (const auto* list = std::get_if<core::AttributeList>(&value)) {
+      out.push_back(char(kList));
+      PutVarint64(&out, list->size());
+      for (const core::AttributeScalar& element : *list) PutScalar(&out, element);
     } else {
-      out.push_back(char(kBool));
-      out.push_back(std::get<bool>(value) ? 1 : 0);
+      std::visit(
+          [&out](const auto& v) {
+            if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, core::AttributeList>) {
+              PutScalar(&out, v);
+            }
+          },
+          value);
     }
   }
   return out;
@@ -137,32 +197,26 @@ absl::StatusOr<core::Attributes> DecodeAttributes(std::string_view bytes) {
     std::string_view key;
     uint8_t tag = 0;
     if (!in.GetBytes(&key) || !in.GetByte(&tag)) return Corrupt("attribute key");
-    uint64_t bits = 0;
-    std::string_view text;
-    uint8_t flag = 0;
-    switch (tag) {
-      case kInt:
-        if (!in.GetFixed64(&bits)) return Corrupt("attribute int");
-        attributes[std::string(key)] = int64_t(bits);
-        break;
-      case kDouble: {
-        if (!in.GetFixed64(&bits)) return Corrupt("attribute double");
-        double d;
-        std::memcpy(&d, &bits, 8);
-        attributes[std::string(key)] = d;
-        break;
-      }
-      case kString:
-        if (!in.GetBytes(&text)) return Corrupt("attribute string");
-        attributes[std::string(key)] = std::string(text);
-        break;
-      case kBool:
-        if (!in.GetByte(&flag)) return Corrupt("attribute bool");
-        attributes[std::string(key)] = flag != 0;
-        break;
-      default:
-        return Corrupt("attribute tag");
+    if (tag != kList) {
+      core::AttributeScalar scalar;
+      if (!GetScalar(&in, tag, &scalar)) return Corrupt("attribute value");
+      attributes[std::string(key)] = FromScalar(std::move(scalar));
+      continue;
     }
+    uint64_t n = 0;
+    // Every element takes at least two bytes (tag + bool): a count past that is corrupt.
+    if (!in.GetVarint64(&n) || n > in.remaining() / 2) return Corrupt("attribute list length");
+    core::AttributeList list;
+    list.reserve(size_t(n));
+    for (uint64_t e = 0; e < n; ++e) {
+      core::AttributeScalar scalar;
+      uint8_t element_tag = 0;
+      if (!in.GetByte(&element_tag) || !GetScalar(&in, element_tag, &scalar)) {
+        return Corrupt("attribute list element");
+      }
+      list.push_back(std::move(scalar));
+    }
+    attributes[std::string(key)] = std::move(list);
   }
   if (!in.empty()) return Corrupt("trailing bytes after attributes");
   return attributes;

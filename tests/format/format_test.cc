@@ -46,8 +46,12 @@ TEST(Coding, DecoderRefusesToReadPastTheEnd) {
 TEST(WalFormat, UpsertBatchRoundTripsWithAttributes) {
   UpsertBatch batch;
   batch.dim = 3;
-  core::Attributes attrs = {
-      {"color", std::string("red")}, {"n", int64_t(-4)}, {"w", 0.5}, {"ok", true}};
+  core::Attributes attrs = {{"color", std::string("red")},
+                            {"n", int64_t(-4)},
+                            {"w", 0.5},
+                            {"ok", true},
+                            {"tags", core::AttributeList{std::string("a"), int64_t(3), 1.5, false}},
+                            {"none", core::AttributeList{}}};
   batch.points.push_back({7, {1, 2, 3}, EncodeAttributes(attrs)});
   batch.points.push_back({1ull << 63, {4, 5, 6}, ""});
   auto decoded = DecodeUpsertBatch(EncodeUpsertBatch(batch));
@@ -70,7 +74,11 @@ TEST(WalFormat, DeleteBatchRoundTrips) {
 TEST(WalFormat, EveryTruncationOfAPayloadIsDataLossNotACrash) {
   UpsertBatch batch;
   batch.dim = 2;
-  batch.points.push_back({1, {1, 2}, EncodeAttributes({{"k", std::string("v")}})});
+  batch.points.push_back(
+      {1,
+       {1, 2},
+       EncodeAttributes(
+           {{"k", std::string("v")}, {"l", core::AttributeList{std::string("x"), int64_t(1)}}})});
   const std::string payload = EncodeUpsertBatch(batch);
   for (size_t n = 0; n < payload.size(); ++n) {
     auto r = DecodeUpsertBatch(payload.substr(0, n));
@@ -85,6 +93,21 @@ TEST(WalFormat, EveryTruncationOfAPayloadIsDataLossNotACrash) {
   PutBytes(&bad_tag, "k");
   bad_tag.push_back(char(9));
   EXPECT_FALSE(DecodeAttributes(bad_tag).ok());
+  // A list inside a list, and a list longer than its bytes can hold, are corrupt.
+  std::string nested;
+  PutVarint64(&nested, 1);
+  PutBytes(&nested, "k");
+  nested.push_back(char(5));
+  PutVarint64(&nested, 1);
+  nested.push_back(char(5));
+  PutVarint64(&nested, 0);
+  EXPECT_EQ(DecodeAttributes(nested).status().code(), absl::StatusCode::kDataLoss);
+  std::string huge;
+  PutVarint64(&huge, 1);
+  PutBytes(&huge, "k");
+  huge.push_back(char(5));
+  PutVarint64(&huge, 1ull << 40);
+  EXPECT_EQ(DecodeAttributes(huge).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(WalFormat, FileHeaderIsCheckedForMagicAndVersion) {

@@ -55,9 +55,10 @@ TEST_F(ServerTest, EveryRpcRoundTrips) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].name, "docs");
 
-  std::vector<Point> points = {{1, {0, 0, 0, 0}, {{"tag", std::string("origin")}}},
-                               {2, {1, 0, 0, 0}, {{"n", int64_t(2)}, {"ok", true}}},
-                               {3, {5, 5, 5, 5}, {{"w", 0.25}}}};
+  std::vector<Point> points = {
+      {1, {0, 0, 0, 0}, {{"tag", std::string("origin")}}},
+      {2, {1, 0, 0, 0}, {{"n", int64_t(2)}, {"ok", true}}},
+      {3, {5, 5, 5, 5}, {{"w", 0.25}, {"tags", AttributeList{std::string("a"), int64_t(7)}}}}};
   EXPECT_EQ(*client_->Upsert("docs", points), 3u);
 
   auto info = client_->DescribeCollection("docs");
@@ -74,6 +75,8 @@ TEST_F(ServerTest, EveryRpcRoundTrips) {
   EXPECT_EQ((*got)[0].id, 3u);
   EXPECT_EQ((*got)[0].vector, std::vector<float>({5, 5, 5, 5}));
   EXPECT_EQ(std::get<double>((*got)[0].attributes.at("w")), 0.25);
+  EXPECT_EQ(std::get<AttributeList>((*got)[0].attributes.at("tags")),
+            (AttributeList{std::string("a"), int64_t(7)}));
 
   SearchOptions options{.k = 2, .include_vectors = true, .include_attributes = true};
   auto result = client_->Search("docs", {0.9f, 0, 0, 0}, options);

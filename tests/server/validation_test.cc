@@ -109,6 +109,18 @@ TEST(Validation, UpsertChecksEveryVectorAndAttribute) {
   ExpectInvalid(ValidateUpsert(req, 2), "points[1].attributes[k]");
   (*q->mutable_attributes())["k"].set_int_value(1);
   EXPECT_TRUE(ValidateUpsert(req, 2).ok());
+  auto* tags = (*q->mutable_attributes())["tags"].mutable_list_value();
+  tags->add_values()->set_string_value("a");
+  tags->add_values()->set_int_value(2);
+  EXPECT_TRUE(ValidateUpsert(req, 2).ok());
+  tags->add_values();  // element without a kind
+  ExpectInvalid(ValidateUpsert(req, 2), "points[1].attributes[tags][2]: value not set");
+  tags->mutable_values(2)->mutable_list_value();
+  ExpectInvalid(ValidateUpsert(req, 2), "lists do not nest");
+  tags->mutable_values(2)->set_bool_value(true);
+  for (int i = 3; i <= kMaxListValues; ++i) tags->add_values()->set_int_value(i);
+  ExpectInvalid(ValidateUpsert(req, 2), "at most 1024 values");
+  q->mutable_attributes()->erase("tags");
   (*q->mutable_attributes())[""].set_int_value(1);
   ExpectInvalid(ValidateUpsert(req, 2), "attributes");
 }

@@ -14,7 +14,7 @@ import numpy as np
 from . import errors
 from .v1 import shoal_pb2 as pb
 
-AttributeValue = Union[int, float, str, bool]
+AttributeValue = Union[int, float, str, bool, List[Union[int, float, str, bool]]]
 
 METRICS = {"l2": pb.METRIC_L2, "ip": pb.METRIC_INNER_PRODUCT,
            "inner_product": pb.METRIC_INNER_PRODUCT, "cosine": pb.METRIC_COSINE}
@@ -174,7 +174,7 @@ def _field_bytes(tag: int, payload: bytes) -> bytes:
     return bytes([tag]) + _varint(len(payload)) + payload
 
 
-def _attr_value(key, v) -> pb.Value:
+def _scalar_value(key, v) -> pb.Value:
     if isinstance(v, (bool, np.bool_)):
         return pb.Value(bool_value=bool(v))
     if isinstance(v, (int, np.integer)):
@@ -184,11 +184,21 @@ def _attr_value(key, v) -> pb.Value:
     if isinstance(v, str):
         return pb.Value(string_value=v)
     raise errors.InvalidArgument(
-        f"attributes[{key!r}]: {type(v).__name__} is not int, float, str or bool")
+        f"attributes[{key!r}]: {type(v).__name__} is not int, float, str, bool or a list of them")
+
+
+def _attr_value(key, v) -> pb.Value:
+    """A Python attribute as a Value: a scalar, or a list/tuple of scalars (several tags)."""
+    if isinstance(v, (list, tuple)):
+        return pb.Value(list_value=pb.ValueList(values=[_scalar_value(key, e) for e in v]))
+    return _scalar_value(key, v)
 
 
 def _attr_python(v: pb.Value) -> AttributeValue:
-    return getattr(v, v.WhichOneof("kind")) if v.WhichOneof("kind") else None
+    kind = v.WhichOneof("kind")
+    if kind == "list_value":
+        return [_attr_python(e) for e in v.list_value.values]
+    return getattr(v, kind) if kind else None
 
 
 def encode_upsert(collection: str, ids: np.ndarray, vectors: np.ndarray,

@@ -29,6 +29,21 @@ def test_encode_upsert_with_attributes_round_trips():
     assert a["b"].WhichOneof("kind") == "bool_value"
 
 
+def test_list_attributes_encode_as_value_lists_and_decode_back():
+    x = np.ones((1, 2), dtype=np.float32)
+    wire = _wire.encode_upsert("c", np.array([1], dtype=np.uint64), x,
+                               [{"tags": ["a", 2, 0.5, True], "none": ()}])
+    p = pb.UpsertRequest.FromString(wire).points[0]
+    tags = p.attributes["tags"]
+    assert tags.WhichOneof("kind") == "list_value"
+    assert [v.WhichOneof("kind") for v in tags.list_value.values] == \
+        ["string_value", "int_value", "double_value", "bool_value"]
+    assert _wire._attr_python(tags) == ["a", 2, 0.5, True]
+    assert _wire._attr_python(p.attributes["none"]) == []
+    with pytest.raises(shoal.InvalidArgument):
+        _wire.encode_upsert("c", np.array([1], dtype=np.uint64), x, [{"t": [["nested"]]}])
+
+
 @pytest.mark.parametrize("k,nprobe,refine", [(10, 0, 0), (1, 16, 4), (10000, 300, 0)])
 def test_encode_search_matches_protobuf(k, nprobe, refine):
     q = np.random.default_rng(k).standard_normal((5, 33)).astype(np.float32)
