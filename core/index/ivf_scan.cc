@@ -22,7 +22,7 @@ thread_local std::vector<float> scratch_row_norms;
 // one-query path's whatever other queries shared the scan. row_norms: |x|^2 when recheck.
 void PushRows(const ScanQuery& query, const Sink& sink, const float* keys, const uint8_t* codes,
               const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n, bool exact,
-              bool recheck, const float* row_norms, uint32_t partition) {
+              bool recheck, const float* row_norms, uint32_t partition, uint32_t row_begin) {
   CandidateTopK& best = *sink.best;
   const uint32_t segment = exact ? kExact : sink.segment;
   const PreparedQueries& p = *query.prepared;
@@ -38,6 +38,7 @@ void PushRows(const ScanQuery& query, const Sink& sink, const float* keys, const
       continue;
     }
     if (dead_flags && dead_flags[i].load(std::memory_order_acquire)) continue;
+    if (sink.select && !sink.select->Selected(partition, row_begin + uint32_t(i))) continue;
     if (sink.filter && sink.filter->IsDead(ids[i])) continue;
     if (recheck) {
       key = p.FlatKey(query.index, reinterpret_cast<const float*>(codes) + i * dim);
@@ -79,7 +80,9 @@ void FastScanIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, c
                    const Sink& sink = sinks[j];
                    CandidateTopK& best = *sink.best;
                    const float key = kernel_key + coarse[j];
-                   if (key <= best.threshold() && !(sink.filter && sink.filter->IsDead(ids[row]))) {
+                   if (key <= best.threshold() &&
+                       !(sink.select && !sink.select->Selected(partition, row)) &&
+                       !(sink.filter && sink.filter->IsDead(ids[row]))) {
                      best.Push(Candidate{key, ids[row], sink.segment, partition, row});
                    }
                    return KernelThreshold(best.threshold(), coarse[j]);
@@ -90,7 +93,7 @@ void FastScanIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, c
 
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
                     const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n,
-                    bool exact, uint32_t partition) {
+                    bool exact, uint32_t partition, uint32_t row_begin) {
   if (nq == 0 || n == 0) return;
   if (!exact && IsFastScan(queries[0].prepared->model())) {
     return FastScanIntoSinks(queries, sinks, nq, codes, ids, n, partition);
@@ -115,7 +118,7 @@ void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, cons
     }
     for (size_t c = 0; c < count; ++c) {
       PushRows(queries[first + c], sinks[first + c], scratch_keys.data() + c * n, codes, ids,
-               dead_flags, n, exact, recheck, scratch_row_norms.data(), partition);
+               dead_flags, n, exact, recheck, scratch_row_norms.data(), partition, row_begin);
     }
   }
   // A huge partition may have grown the scratch past the bound: give that memory back.

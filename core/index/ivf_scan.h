@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "core/index/ivf_search.h"
 #include "core/index/partition_scan.h"
+#include "core/index/row_selection.h"
 #include "core/index/search_types.h"
 #include "core/index/topk.h"
 
@@ -45,8 +46,9 @@ struct HandBack {
 // Where one scored query's rows go: its request's top-k, dead-row filter and segment index.
 struct Sink {
   CandidateTopK* best;
-  const IdFilter* filter;  // may be null
-  uint32_t segment;        // in the owning request's segments
+  const IdFilter* filter;                // may be null
+  uint32_t segment;                      // in the owning request's segments
+  const RowSelection* select = nullptr;  // filtered request: only these rows; null: all
 };
 
 // to += from, field by field (a task's or a hand-back's stats into a query's).
@@ -58,6 +60,7 @@ inline void AddStats(const QueryStats& from, QueryStats* to) {
   to->queue_us += from.queue_us;
   to->io_us += from.io_us;
   to->cpu_us += from.cpu_us;
+  to->matching_rows_scanned += from.matching_rows_scanned;
 }
 
 // Runs `fn`; an exception (an allocation failure above all: scratch, PQ tables and results
@@ -87,9 +90,10 @@ absl::Status Catching(const char* what, Fn&& fn) {
 // A 4-bit PQ (fast-scan) model is scanned with each query's top-k threshold inside the kernel
 // (FastScanRegion, shifted by the query's coarse key of the partition): only rows that can
 // enter a top-k leave the registers, with the keys ScorePartition would give them.
-// dead_flags (memtable rows) may be null.
+// dead_flags (memtable rows) may be null. The rows are rows [row_begin, row_begin + n) of
+// `partition` (a memtable block's slice starts past 0), as a sink's RowSelection numbers them.
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,
                     const uint64_t* ids, const std::atomic<uint8_t>* dead_flags, size_t n,
-                    bool exact, uint32_t partition);
+                    bool exact, uint32_t partition, uint32_t row_begin = 0);
 
 }  // namespace shoal::core

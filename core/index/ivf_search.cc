@@ -52,13 +52,25 @@ uint64_t MicrosSince(Clock::time_point start) {
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
 }
 
+// Rows in the first `nprobe` non-empty partitions of `route`: what an unfiltered query scans.
+uint64_t UnfilteredRows(const IvfSegmentRef& seg, const Probe* route, size_t depth, size_t nprobe) {
+  uint64_t rows = 0;
+  for (size_t rank = 0, taken = 0; rank < depth && taken < nprobe; ++rank) {
+    const uint64_t n = seg.partition_rows[route[rank].partition];
+    rows += n;
+    taken += n > 0;
+  }
+  return rows;
+}
+
 // One unit of scanning: a segment's partition, or a range of memtable rows.
 struct Work {
   uint32_t segment = kExact;  // kExact: memtable block `partition`, rows [row_begin, +rows)
   uint32_t partition = 0;
   size_t row_begin = 0, rows = 0;
   uint64_t bytes = 0;
-  uint32_t rank = 0;  // nearest probe rank among its queries
+  uint32_t rank = 0;      // nearest probe rank among its queries
+  uint64_t matching = 0;  // filtered request: selected rows among the work's rows
   std::vector<uint32_t> queries;
   // Segment work: each query's routing key of the partition (|q - c|^2 or -<q, c>), the
   // per-(query, partition) constant of residual codes (core/index/partition_scan.h).
@@ -154,6 +166,11 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     const size_t nq = req_.num_queries, dim = req_.dim;
     std::vector<Work> work;
     std::vector<Probe> probes;
+    // Filtered: per query, partitions passed over, and whether its probes went past its nprobe
+    // nearest (passing over one, or taking more to reach the budget).
+    std::vector<uint32_t> skipped(nq, 0);
+    std::vector<bool> widened(nq, false);
+    uint64_t rows_matched = req_.memtable_selection ? req_.memtable_selection->matches() : 0;
     for (uint32_t s = 0; s < req_.segments.size(); ++s) {
       const IvfSegmentRef& seg = req_.segments[s];
       const IvfModel& model = *seg.model;
@@ -161,15 +178,41 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       // Exact (FLAT) segments are scanned whole: their partitions are slices, not clusters.
       const size_t nprobe =
           model.exact ? nlist : std::min<size_t>(std::max<uint32_t>(1, req_.nprobe), nlist);
+      // Filtered: every partition is ranked, and a query takes them nearest first, passing over
+      // those without a selected row, until it has nprobe and `budget` selected rows.
+      const RowSelection* select = seg.selection.get();
+      if (select) rows_matched += select->matches();
+      const size_t depth = select ? nlist : nprobe;
+      const uint64_t budget =
+          select ? std::min<uint64_t>(select->matches(),
+                                      uint64_t(req_.options.filter_rows_per_k) * req_.k)
+                 : 0;
       std::vector<int64_t> work_of(nlist, -1);
       // Batched coarse search (one sgemm per block of queries); may throw bad_alloc, which
       // Route's Catching turns into the request's status.
-      RouteQueries(model, req_.queries.data(), nq, nprobe, &probes);
+      RouteQueries(model, req_.queries.data(), nq, depth, &probes);
       for (uint32_t q = 0; q < nq; ++q) {
-        const Probe* route = probes.data() + size_t(q) * nprobe;
-        for (uint32_t rank = 0; rank < nprobe; ++rank) {
+        const Probe* route = probes.data() + size_t(q) * depth;
+        // Never more selected rows than the unfiltered search would scan (a broad filter keeps
+        // the nprobe nearest partitions), never fewer than k when the segment has them (I-10).
+        const uint64_t enough =
+            select ? std::max(std::min<uint64_t>(req_.k, select->matches()),
+                              std::min(budget, UnfilteredRows(seg, route, depth, nprobe)))
+                   : 0;
+        size_t taken = 0;
+        uint64_t matched = 0;
+        for (uint32_t rank = 0; rank < depth; ++rank) {
+          if (taken >= nprobe && matched >= enough) break;
           const uint32_t p = route[rank].partition;
           if (seg.partition_rows[p] == 0) continue;
+          if (select && select->matches_in(p) == 0) {
+            ++skipped[q];
+            widened[q] = true;
+            continue;
+          }
+          if (select && taken >= nprobe) widened[q] = true;
+          ++taken;
+          if (select) matched += select->matches_in(p);
           if (work_of[p] < 0) {
             work_of[p] = int64_t(work.size());
             Work w;
@@ -177,6 +220,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
             w.partition = p;
             w.bytes = seg.partition_bytes[p];
             w.rank = rank;
+            w.matching = select ? select->matches_in(p) : 0;
             work.push_back(std::move(w));
           }
           Work& w = work[size_t(work_of[p])];
@@ -204,13 +248,16 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     if (req_.memtable.dim == dim && nq > 0) {
       memtable_prepared_ =
           std::make_unique<PreparedQueries>(memtable_model_, req_.queries.data(), nq);
+      const RowSelection* select = req_.memtable_selection.get();
       for (uint32_t b = 0; b < req_.memtable.blocks.size(); ++b) {
         const size_t rows = req_.memtable.blocks[b].rows;
+        if (select && (b >= select->partitions() || select->matches_in(b) == 0)) continue;
         for (size_t r = 0; r < rows; r += kMemtableRowsPerWork) {
           Work w;
           w.partition = b;
           w.row_begin = r;
           w.rows = std::min(kMemtableRowsPerWork, rows - r);
+          if (select) w.matching = select->CountRange(b, r, r + w.rows);
           w.bytes = w.rows * dim * sizeof(float);
           w.queries = all;
           w.scan = ScanQueries(*memtable_prepared_, all.data(), nullptr, nq);
@@ -219,6 +266,13 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       }
     }
     absl::MutexLock lock(&mu_);
+    if (req_.filtered) {
+      for (uint32_t q = 0; q < nq; ++q) {
+        stats_[q].plan = widened[q] ? FilterPlan::kSelectiveIvf : FilterPlan::kIvfBitmap;
+        stats_[q].rows_matched = rows_matched;
+        stats_[q].partitions_skipped = skipped[q];
+      }
+    }
     work_ = std::move(memtable_work);
     for (size_t i = 0; i < work_.size(); ++i) ready_.push_back({i, {}, nullptr});
     next_fetch_ = work_.size();
@@ -327,6 +381,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     ticket.num_queries = w.scan.size();
     ticket.limit = candidates_per_query_;
     ticket.dead = seg.dead.get();
+    ticket.select = seg.selection.get();
     ticket.query_seq = query_seq_;
     ticket.fetch.partition = w.partition;
     ticket.fetch.query_seq = query_seq_;
@@ -507,12 +562,13 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   // when there is no ticket: w.scan is the list), and where each one's rows go: this job's
   // per-task top-k, or the ticket's hand-back (built with the joiner's limit, filter and
   // segment index).
-  void BuildSinks(const Work& w, const IdFilter* filter, const std::vector<Ticket>& tickets,
-                  TaskResults* results, std::vector<HandBack>* handbacks, std::vector<Sink>* sinks,
+  void BuildSinks(const Work& w, const IdFilter* filter, const RowSelection* select,
+                  const std::vector<Ticket>& tickets, TaskResults* results,
+                  std::vector<HandBack>* handbacks, std::vector<Sink>* sinks,
                   std::vector<ScanQuery>* joined) {
     for (uint32_t q : w.queries) {
       if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
-      sinks->push_back({&*results->topk[q], filter, w.segment});
+      sinks->push_back({&*results->topk[q], filter, w.segment, select});
     }
     handbacks->resize(tickets.size());
     for (size_t t = 0; t < tickets.size(); ++t) {
@@ -521,7 +577,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       hb.topk.reserve(ticket.num_queries);
       for (size_t j = 0; j < ticket.num_queries; ++j) {
         hb.topk.emplace_back(ticket.limit);
-        sinks->push_back({&hb.topk.back(), ticket.dead, ticket.segment});
+        sinks->push_back({&hb.topk.back(), ticket.dead, ticket.segment, ticket.select});
       }
       if (joined->empty()) *joined = w.scan;
       joined->insert(joined->end(), ticket.queries, ticket.queries + ticket.num_queries);
@@ -539,6 +595,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     const uint64_t* ids;
     const std::atomic<uint8_t>* dead_flags = nullptr;
     const IdFilter* filter = nullptr;
+    const RowSelection* select = nullptr;
     size_t n;
     const PreparedQueries* prepared;
     bool exact = true;
@@ -547,6 +604,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       codes = reinterpret_cast<const uint8_t*>(block.vectors + w.row_begin * req_.dim);
       ids = block.ids + w.row_begin;
       if (block.dead) dead_flags = block.dead + w.row_begin;
+      select = req_.memtable_selection.get();
       n = w.rows;
       prepared = memtable_prepared_.get();
     } else {
@@ -554,19 +612,22 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       ids = item.data.ids;
       n = item.data.count;
       filter = req_.segments[w.segment].dead.get();
+      select = req_.segments[w.segment].selection.get();
       prepared = prepared_[w.segment].get();
       exact = prepared->model().encoding == VectorEncoding::kFlat;
     }
     std::vector<Sink> sinks;
     std::vector<ScanQuery> joined;
-    BuildSinks(w, filter, tickets, results, handbacks, &sinks, &joined);
+    BuildSinks(w, filter, select, tickets, results, handbacks, &sinks, &joined);
     const ScanQuery* queries = tickets.empty() ? w.scan.data() : joined.data();
     const size_t nq = sinks.size();
-    ScoreIntoSinks(queries, sinks.data(), nq, codes, ids, dead_flags, n, exact, w.partition);
+    ScoreIntoSinks(queries, sinks.data(), nq, codes, ids, dead_flags, n, exact, w.partition,
+                   uint32_t(memtable ? w.row_begin : 0));
     const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, nq);
     for (uint32_t q : w.queries) {
       QueryStats& s = results->stats[q];
       s.vectors_scanned += n;
+      s.matching_rows_scanned += w.matching;
       s.cpu_us += cpu_us;
       if (memtable) continue;
       ++s.partitions_probed;
@@ -575,8 +636,11 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       s.queue_us += item.data.queue_us;
       s.io_us += item.data.io_us;
     }
-    for (HandBack& hb : *handbacks) {  // a joiner read nothing itself
+    for (size_t t = 0; t < handbacks->size(); ++t) {  // a joiner read nothing itself
+      HandBack& hb = (*handbacks)[t];
       hb.stats.vectors_scanned = n;
+      hb.stats.matching_rows_scanned =
+          tickets[t].select ? tickets[t].select->matches_in(w.partition) : 0;
       hb.stats.cpu_us = cpu_us;
       hb.stats.partitions_probed = 1;
       hb.stats.partitions_cached = item.data.cached ? 1 : 0;

@@ -33,6 +33,15 @@
 // ScanShare waits for ScanShare::InFlightFetches() == 0 before freeing the sources' cache and
 // I/O scheduler (server/server.cc shutdown).
 //
+// Filters (request.filtered): each segment's RowSelection (core/index/row_selection.h) and the
+// memtable's decide which rows may answer. Every partition is ranked; a query takes them
+// nearest first, passing over those without a selected row (partitions_skipped), until it has
+// its nprobe and enough selected rows (IvfSearchOptions::filter_rows_per_k; at least k, or all
+// the segment has, so every query gets min(k, selected rows): I-10). Selected rows are tested
+// per row in the scan, for the request's own queries and for joiners of its shared scans, each
+// with its own selection: requests with different filters still share a partition's read and
+// scan. The stats say which plan ran (kIvfBitmap: the nprobe nearest; kSelectiveIvf: widened).
+//
 // Thread-safety: IvfSearch may be called from any thread.
 #pragma once
 
@@ -45,6 +54,7 @@
 #include "core/exec/executor.h"
 #include "core/index/ivf_model.h"
 #include "core/index/partition_source.h"
+#include "core/index/row_selection.h"
 #include "core/index/scan_share.h"
 #include "core/index/search_types.h"
 
@@ -63,12 +73,20 @@ struct IvfSegmentRef {
   std::vector<uint64_t> partition_rows;   // per partition; empty partitions are not fetched
   std::shared_ptr<PartitionSource> source;
   std::shared_ptr<const IdFilter> dead;  // may be null: every row is live
+  // A filtered request's rows of this segment (its dead rows already out). REQUIRES: set on
+  // every segment of a filtered request, and on none of an unfiltered one.
+  std::shared_ptr<const RowSelection> selection;
 };
 
 struct IvfSearchOptions {
   size_t batch_partitions = 16;             // K: partitions per task, at most
   uint64_t batch_bytes = 8ull << 20;        // B: bytes per task, at most (>= 1 partition)
   uint64_t max_pinned_bytes = 64ull << 20;  // fetched but not yet scanned, per request
+  // Filtered requests: past its nprobe nearest partitions with a selected row, a query's
+  // probes widen (nearest first) until it has scanned this many selected rows per neighbour
+  // asked for (k) — or as many as the unfiltered search would scan, or every selected row of
+  // the segment, if fewer.
+  uint32_t filter_rows_per_k = 20;
 };
 
 struct IvfSearchRequest {
@@ -83,6 +101,10 @@ struct IvfSearchRequest {
   uint32_t refine_factor = 0;
   std::shared_ptr<const CancelToken> cancel;  // may be null
   IvfSearchOptions options;
+  // A filter: only rows each segment's `selection` (and `memtable_selection`, over the
+  // memtable's blocks) selects are answered, min(k, selected rows) per query (I-10).
+  bool filtered = false;
+  std::shared_ptr<const RowSelection> memtable_selection;  // REQUIRES: set when filtered
   // Shared scans with other requests on the same ScanShare; null: none.
   std::shared_ptr<ScanShare> share;
   // Called at most once, without the engine's locks, the first time the request has no CPU

@@ -56,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/index/partition_scan.h"
 #include "core/index/partition_source.h"
+#include "core/index/row_selection.h"
 
 namespace shoal::core {
 
@@ -87,8 +88,9 @@ struct Ticket {
   uint32_t segment = 0;                // index in that job's request segments (for refine)
   const ScanQuery* queries = nullptr;  // into the job's immutable plan
   size_t num_queries = 0;
-  size_t limit = 0;                // candidates kept per query
-  const IdFilter* dead = nullptr;  // may be null
+  size_t limit = 0;                      // candidates kept per query
+  const IdFilter* dead = nullptr;        // may be null
+  const RowSelection* select = nullptr;  // the job's filtered rows of this segment; null: all
   uint64_t query_seq = 0;
   PartitionFetch fetch;  // priority and cancel token of this job's fetch
 };

@@ -34,6 +34,13 @@ struct FlatView {
   }
 };
 
+// How a filtered search chose its partitions (ivf_search.h).
+enum class FilterPlan : uint8_t {
+  kNone,          // not filtered
+  kIvfBitmap,     // broad: the nearest partitions with a match, each row tested in the scan
+  kSelectiveIvf,  // selective: probes widen, in centroid order, until enough matches scanned
+};
+
 struct QueryStats {
   uint32_t partitions_probed = 0;
   uint32_t partitions_cached = 0;
@@ -42,6 +49,13 @@ struct QueryStats {
   uint64_t queue_us = 0;
   uint64_t io_us = 0;
   uint64_t cpu_us = 0;
+  // Filtered searches (IvfSearchRequest::filtered): the plan, the rows the filter selects
+  // (over the memtable and every segment), the partitions passed over because none of their
+  // rows is selected, and the selected rows this query scanned.
+  FilterPlan plan = FilterPlan::kNone;
+  uint64_t rows_matched = 0;
+  uint32_t partitions_skipped = 0;
+  uint64_t matching_rows_scanned = 0;
 };
 
 struct Neighbor {

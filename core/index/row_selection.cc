@@ -1,0 +1,43 @@
+#include "core/index/row_selection.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace shoal::core {
+
+RowSelection::RowSelection(const std::vector<uint64_t>& partition_rows)
+    : first_row_(partition_rows.size()), per_partition_(partition_rows.size(), 0) {
+  uint64_t rows = 0;
+  for (size_t p = 0; p < partition_rows.size(); ++p) {
+    first_row_[p] = rows;
+    rows += partition_rows[p];
+  }
+  words_.assign((rows + 63) / 64, 0);
+}
+
+void RowSelection::Select(uint32_t partition, uint32_t row) {
+  const uint64_t r = first_row_[partition] + row;
+  uint64_t& word = words_[r >> 6];
+  const uint64_t bit = uint64_t(1) << (r & 63);
+  if (word & bit) return;
+  word |= bit;
+  ++per_partition_[partition];
+  ++matches_;
+}
+
+uint64_t RowSelection::CountRange(uint32_t partition, uint64_t begin, uint64_t end) const {
+  uint64_t count = 0;
+  for (uint64_t r = first_row_[partition] + begin, e = first_row_[partition] + end; r < e;) {
+    const uint64_t bits = words_[r >> 6] >> (r & 63);
+    const uint64_t take = std::min<uint64_t>(64 - (r & 63), e - r);
+    count += uint64_t(std::popcount(take == 64 ? bits : bits & ((uint64_t(1) << take) - 1)));
+    r += take;
+  }
+  return count;
+}
+
+uint64_t RowSelection::memory_bytes() const {
+  return (first_row_.capacity() + per_partition_.capacity() + words_.capacity()) * sizeof(uint64_t);
+}
+
+}  // namespace shoal::core

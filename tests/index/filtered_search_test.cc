@@ -1,0 +1,222 @@
+// Filtered searches in the engine: each segment's RowSelection (and the memtable's) decides
+// which rows may answer; every query gets min(k, selected rows) of them; a selective filter
+// widens the probes, a broad one keeps nprobe; shared scans keep each request's own filter.
+#include <random>
+
+#include "absl/container/flat_hash_set.h"
+#include "core/exec/tbb_executor.h"
+#include "core/index/ivf_search.h"
+#include "core/index/row_selection.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/fake_partition_source.h"
+#include "tests/index/ivf_search_helpers.h"
+
+namespace shoal::core {
+namespace {
+
+using testing::FakePartitionSource;
+using testing::InMemorySegment;
+using Mode = FakePartitionSource::Mode;
+using namespace test_util;  // NOLINT(build/namespaces)
+
+constexpr size_t kInSegment = 3000, kRows = 4000, kDim = 16;
+
+// Selected: ids whose hash falls in 1 of `one_in` buckets (every row when one_in is 1).
+bool Chosen(uint64_t id, uint64_t one_in) {
+  return (id * 0x9E3779B97F4A7C15ull >> 40) % one_in == 0;
+}
+
+// The selected ids among rows [begin, end) of data, and their exact nearest min(k, count).
+std::vector<uint64_t> ExactAmong(const Data& data, const float* q, size_t k,
+                                 const absl::flat_hash_set<uint64_t>& selected) {
+  std::vector<std::pair<float, uint64_t>> all;
+  for (size_t i = 0; i < data.n; ++i) {
+    if (!selected.contains(data.ids[i])) continue;
+    all.push_back({L2Sqr(q, data.vectors.data() + i * data.dim, data.dim), data.ids[i]});
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < std::min(k, all.size()); ++i) ids.push_back(all[i].second);
+  return ids;
+}
+
+struct Fixture {
+  Data data{kRows, kDim, 21};
+  std::shared_ptr<InMemorySegment> segment;
+  std::shared_ptr<FakePartitionSource> source;
+  FlatView memtable;
+
+  explicit Fixture(VectorEncoding encoding, Mode mode = Mode::kInline) {
+    auto model = Train(data, 32, encoding);
+    segment =
+        std::make_shared<InMemorySegment>(model, data.vectors.data(), data.ids.data(), kInSegment);
+    source = std::make_shared<FakePartitionSource>(segment, mode);
+    memtable.dim = kDim;
+    memtable.blocks.push_back(
+        {&data.vectors[kInSegment * kDim], &data.ids[kInSegment], nullptr, kRows - kInSegment});
+  }
+
+  // A request whose selections hold the rows Chosen(id, one_in) picks.
+  IvfSearchRequest Filtered(const std::vector<float>& queries, size_t nq, uint64_t one_in,
+                            absl::flat_hash_set<uint64_t>* selected) {
+    IvfSegmentRef ref = source->Ref(source);
+    auto seg_select = std::make_shared<RowSelection>(ref.partition_rows);
+    for (uint32_t p = 0; p < segment->ids.size(); ++p) {
+      for (uint32_t r = 0; r < segment->ids[p].size(); ++r) {
+        if (!Chosen(segment->ids[p][r], one_in)) continue;
+        seg_select->Select(p, r);
+        selected->insert(segment->ids[p][r]);
+      }
+    }
+    auto mem_select = std::make_shared<RowSelection>(std::vector<uint64_t>{kRows - kInSegment});
+    for (uint32_t r = 0; r < kRows - kInSegment; ++r) {
+      if (!Chosen(data.ids[kInSegment + r], one_in)) continue;
+      mem_select->Select(0, r);
+      selected->insert(data.ids[kInSegment + r]);
+    }
+    ref.selection = seg_select;
+    IvfSearchRequest req = Request(data, queries, nq, {ref}, 4);
+    req.memtable = memtable;
+    req.filtered = true;
+    req.memtable_selection = mem_select;
+    return req;
+  }
+};
+
+TEST(RowSelection, CountsPerPartitionAndInRanges) {
+  RowSelection s({3, 0, 130});
+  s.Select(0, 2);
+  s.Select(2, 0);
+  s.Select(2, 64);
+  s.Select(2, 129);
+  s.Select(2, 129);  // once
+  EXPECT_EQ(s.matches(), 4u);
+  EXPECT_EQ(s.matches_in(0), 1u);
+  EXPECT_EQ(s.matches_in(1), 0u);
+  EXPECT_EQ(s.matches_in(2), 3u);
+  EXPECT_TRUE(s.Selected(2, 64));
+  EXPECT_FALSE(s.Selected(2, 63));
+  EXPECT_FALSE(s.Selected(0, 1));
+  EXPECT_EQ(s.CountRange(2, 0, 130), 3u);
+  EXPECT_EQ(s.CountRange(2, 1, 129), 1u);
+  EXPECT_EQ(s.CountRange(2, 64, 65), 1u);
+  EXPECT_EQ(s.CountRange(0, 0, 2), 0u);
+}
+
+TEST(FilteredSearch, EveryQueryGetsMinKSelectedRowsAndSelectiveOnesAreExact) {
+  Fixture f(VectorEncoding::kFlat);
+  TbbExecutor executor(2);
+  const size_t nq = 8;
+  const auto queries = f.data.Queries(nq, 4);
+  for (uint64_t one_in : {2000ull, 400ull, 50ull, 10ull, 2ull, 1ull}) {
+    absl::flat_hash_set<uint64_t> selected;
+    IvfSearchRequest req = f.Filtered(queries, nq, one_in, &selected);
+    auto results = RunSync(executor, std::move(req));
+    ASSERT_TRUE(results.ok()) << results.status();
+    double recall = 0;
+    for (size_t q = 0; q < nq; ++q) {
+      const QueryResult& r = (*results)[q];
+      const auto truth = ExactAmong(f.data, &queries[q * kDim], 10, selected);
+      ASSERT_EQ(r.neighbors.size(), std::min<size_t>(10, selected.size())) << one_in;
+      for (const Neighbor& n : r.neighbors) EXPECT_TRUE(selected.contains(n.id)) << n.id;
+      recall += truth.empty() ? 1 : Recall(Ids(r), truth);
+      EXPECT_EQ(r.stats.rows_matched, selected.size());
+      EXPECT_GE(r.stats.matching_rows_scanned, std::min<size_t>(10, selected.size()));
+      // A selective filter (fewer selected rows than the unfiltered search scans, and at most
+      // 20 * k) has every selected row scanned: the answer is exact.
+      if (selected.size() <= 200) {
+        EXPECT_EQ(Ids(r), truth) << one_in << " q" << q;
+      }
+      if (one_in == 1) {
+        EXPECT_EQ(r.stats.plan, FilterPlan::kIvfBitmap);
+      }
+      if (one_in >= 400) {
+        EXPECT_EQ(r.stats.plan, FilterPlan::kSelectiveIvf);
+        EXPECT_GT(r.stats.partitions_skipped, 0u);
+      }
+    }
+    EXPECT_GE(recall / nq, 0.9) << one_in;
+  }
+}
+
+TEST(FilteredSearch, OneProbeStillAnswersKWhenTheSegmentHasThem) {
+  Fixture f(VectorEncoding::kSq8);
+  TbbExecutor executor(1);
+  const size_t nq = 16;
+  const auto queries = f.data.Queries(nq, 12);
+  for (uint64_t one_in : {300ull, 30ull, 3ull}) {
+    absl::flat_hash_set<uint64_t> selected;
+    IvfSearchRequest req = f.Filtered(queries, nq, one_in, &selected);
+    req.nprobe = 1;
+    req.options.filter_rows_per_k = 0;  // no budget: only I-10's floor is left
+    req.memtable_selection = std::make_shared<RowSelection>(std::vector<uint64_t>{1000});
+    size_t in_segment = req.segments[0].selection->matches();
+    auto results = RunSync(executor, std::move(req));
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (const QueryResult& r : *results) {
+      EXPECT_EQ(r.neighbors.size(), std::min<size_t>(10, in_segment)) << one_in;
+    }
+  }
+}
+
+TEST(FilteredSearch, NoSelectedRowAnswersNothingAndReadsNoPartition) {
+  Fixture f(VectorEncoding::kSq8);
+  TbbExecutor executor(1);
+  const auto queries = f.data.Queries(2, 5);
+  absl::flat_hash_set<uint64_t> selected;
+  IvfSearchRequest req = f.Filtered(queries, 2, 1, &selected);
+  req.segments[0].selection = std::make_shared<RowSelection>(req.segments[0].partition_rows);
+  req.memtable_selection = std::make_shared<RowSelection>(std::vector<uint64_t>{1000});
+  req.refine_factor = 4;
+  auto results = RunSync(executor, std::move(req));
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const QueryResult& r : *results) {
+    EXPECT_TRUE(r.neighbors.empty());
+    EXPECT_EQ(r.stats.partitions_probed, 0u);
+    EXPECT_EQ(r.stats.rows_matched, 0u);
+  }
+  EXPECT_EQ(f.source->fetches(), 0u);
+}
+
+TEST(FilteredSearch, QuantizedSegmentsRefineOnlySelectedRows) {
+  Fixture f(VectorEncoding::kSq8);
+  TbbExecutor executor(2);
+  const size_t nq = 6;
+  const auto queries = f.data.Queries(nq, 8);
+  absl::flat_hash_set<uint64_t> selected;
+  IvfSearchRequest req = f.Filtered(queries, nq, 100, &selected);
+  req.refine_factor = 8;
+  auto results = RunSync(executor, std::move(req));
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (size_t q = 0; q < nq; ++q) {
+    EXPECT_EQ(Ids((*results)[q]), ExactAmong(f.data, &queries[q * kDim], 10, selected)) << q;
+  }
+}
+
+TEST(FilteredSearch, SharedScansKeepEachRequestsOwnFilter) {
+  Fixture f(VectorEncoding::kFlat, Mode::kHeld);
+  TbbExecutor executor(1);
+  auto share = std::make_shared<ScanShare>(ScanShare::Options{});
+  const auto queries = f.data.Queries(1, 9);
+  std::vector<uint64_t> one_in = {3, 7, 1};
+  std::vector<absl::flat_hash_set<uint64_t>> selected(one_in.size());
+  Answers answers(one_in.size());
+  for (size_t i = 0; i < one_in.size(); ++i) {
+    IvfSearchRequest req = f.Filtered(queries, 1, one_in[i], &selected[i]);
+    req.share = share;
+    IvfSearch(executor, std::move(req), answers.Callback(i));
+  }
+  std::mt19937 rng(2);
+  while (!answers.AllAnswered()) {
+    if (f.source->ReleaseSome(1 + rng() % 4, rng) == 0) std::this_thread::yield();
+  }
+  for (size_t i = 0; i < one_in.size(); ++i) {
+    auto r = answers.Result(i);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const Neighbor& n : (*r)[0].neighbors) EXPECT_TRUE(selected[i].contains(n.id)) << i;
+    EXPECT_GE(Recall(Ids((*r)[0]), ExactAmong(f.data, queries.data(), 10, selected[i])), 0.8);
+  }
+}
+
+}  // namespace
+}  // namespace shoal::core
