@@ -129,7 +129,7 @@ test-asan-seeded: deps
 # line: the preset builds with -fno-sanitize-recover=all and UBSan halts with a stack.
 test-fuzz fuzz: deps
 	$(call build_preset,fuzz)
-	@for t in format_fuzz vector_reader_fuzz validation_fuzz service_fuzz; do \
+	@for t in format_fuzz vector_reader_fuzz validation_fuzz service_fuzz filter_fuzz; do \
 	  mkdir -p build/fuzz/corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

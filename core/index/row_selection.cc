@@ -15,6 +15,17 @@ RowSelection::RowSelection(const std::vector<uint64_t>& partition_rows)
   words_.assign((rows + 63) / 64, 0);
 }
 
+RowSelection::RowSelection(const std::vector<uint64_t>& partition_rows, std::vector<uint64_t> words)
+    : RowSelection(partition_rows) {
+  const size_t n = words_.size();
+  words_ = std::move(words);
+  words_.resize(n, 0);
+  for (uint32_t p = 0; p < partition_rows.size(); ++p) {
+    per_partition_[p] = CountRange(p, 0, partition_rows[p]);
+    matches_ += per_partition_[p];
+  }
+}
+
 void RowSelection::Select(uint32_t partition, uint32_t row) {
   const uint64_t r = first_row_[partition] + row;
   uint64_t& word = words_[r >> 6];

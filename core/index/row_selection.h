@@ -19,6 +19,10 @@ class RowSelection {
   // partition_rows[p]: rows in partition p. Nothing is selected yet.
   explicit RowSelection(const std::vector<uint64_t>& partition_rows);
 
+  // The rows set in `words` (one bit per row, in partition order). REQUIRES: words cover the
+  // rows of partition_rows.
+  RowSelection(const std::vector<uint64_t>& partition_rows, std::vector<uint64_t> words);
+
   // Building. REQUIRES: row < partition_rows[partition]; not shared yet.
   void Select(uint32_t partition, uint32_t row);
 

@@ -384,26 +384,55 @@ std::vector<StoredPoint> Collection::Get(absl::Span<const uint64_t> ids,
   return out;
 }
 
-SearchSnapshot Collection::SearchView() const {
+SearchSnapshot Collection::SearchView(const core::filter::Filter* filter) const {
   const auto current = state();
   SearchSnapshot snap;
   for (size_t s = 0; s < current->segments.size(); ++s) {
-    snap.segments.push_back(current->segments[s]->Ref(
-        std::make_shared<SegmentFilter>(tombstones_, current->segment_seqs[s])));
+    auto dead = std::make_shared<SegmentFilter>(tombstones_, current->segment_seqs[s]);
+    snap.segments.push_back(current->segments[s]->Ref(dead));
+    if (filter) snap.segments.back().selection = current->segments[s]->Select(*filter, dead.get());
   }
-  core::FlatView active = current->active->Snapshot();
   snap.memtable.dim = dim_;
-  snap.memtable.blocks = active.blocks;
-  std::vector<std::shared_ptr<const void>> keep{active.keepalive};
-  for (const auto& memtable : current->frozen) {
-    core::FlatView frozen = memtable->Snapshot();
-    snap.memtable.blocks.insert(snap.memtable.blocks.end(), frozen.blocks.begin(),
-                                frozen.blocks.end());
-    keep.push_back(frozen.keepalive);
+  std::vector<std::shared_ptr<const void>> keep;
+  // The memtable selection numbers rows block by block over every memtable's snapshot.
+  std::vector<uint64_t> block_rows;
+  std::vector<uint64_t> words;
+  uint64_t selected_rows = 0;
+  auto add = [&](const Memtable& memtable) {
+    core::FlatView view = memtable.Snapshot();
+    if (filter) {
+      const RowBits bits = memtable.Select(*filter, view.rows());
+      uint64_t row = 0;
+      for (const core::VectorBlock& block : view.blocks) {
+        block_rows.push_back(block.rows);
+        for (size_t r = 0; r < block.rows; ++r, ++row) {
+          const uint64_t out = selected_rows + r;
+          if ((out >> 6) >= words.size()) words.resize((out >> 6) + 1, 0);
+          const bool dead = block.dead && block.dead[r].load(std::memory_order_acquire);
+          if (bits.Test(row) && !dead) words[out >> 6] |= uint64_t(1) << (out & 63);
+        }
+        selected_rows += block.rows;
+      }
+    }
+    snap.memtable.blocks.insert(snap.memtable.blocks.end(), view.blocks.begin(), view.blocks.end());
+    keep.push_back(view.keepalive);
+  };
+  add(*current->active);
+  for (const auto& memtable : current->frozen) add(*memtable);
+  if (filter) {
+    snap.memtable_selection = std::make_shared<core::RowSelection>(block_rows, std::move(words));
   }
   snap.memtable.keepalive =
       std::make_shared<std::vector<std::shared_ptr<const void>>>(std::move(keep));
   return snap;
+}
+
+uint64_t Collection::Count(const core::filter::Filter* filter) const {
+  if (!filter) return Stats().num_vectors;
+  const SearchSnapshot snap = SearchView(filter);
+  uint64_t count = snap.memtable_selection->matches();
+  for (const core::IvfSegmentRef& s : snap.segments) count += s.selection->matches();
+  return count;
 }
 
 CollectionStats Collection::Stats() const {

@@ -95,8 +95,10 @@ struct BuildProgress {
 
 // What a search reads: segments (with their dead-row filters) and the memtable rows.
 struct SearchSnapshot {
-  std::vector<core::IvfSegmentRef> segments;
+  std::vector<core::IvfSegmentRef> segments;  // with a filter: each with its selection
   core::FlatView memtable;
+  // With a filter: the memtable's selected live rows, over memtable.blocks.
+  std::shared_ptr<const core::RowSelection> memtable_selection;
 };
 
 class Collection {
@@ -131,7 +133,11 @@ class Collection {
   // preads: call from an admin thread, not the arena.
   std::vector<StoredPoint> Get(absl::Span<const uint64_t> ids, bool include_vectors) const;
 
-  SearchSnapshot SearchView() const;
+  // What a search reads now. With a filter, each segment's and the memtable's selection of the
+  // live rows it selects (evaluated on their attribute columns: CPU, no I/O).
+  SearchSnapshot SearchView(const core::filter::Filter* filter = nullptr) const;
+  // Live points that satisfy `filter` (null: every live point), exactly.
+  uint64_t Count(const core::filter::Filter* filter) const;
 
   absl::StatusOr<std::string> BuildIndex(core::Executor& cpu);
   absl::StatusOr<std::string> Flush(core::Executor& cpu);

@@ -46,6 +46,10 @@ void Memtable::Upsert(const PointRecord& point) {
   std::memcpy(chunk->vectors.get() + slot * dim_, point.vector.data(), dim_ * sizeof(float));
   chunk->ids[slot] = point.id;
   chunk->attributes[slot] = point.attributes;
+  // Row `row` of the columns (they are appended in the same order); bytes that do not decode
+  // (never: the server encoded them) leave the row without attributes.
+  auto decoded = DecodeAttributes(point.attributes);
+  columns_.Append(point.id, decoded.ok() ? *decoded : core::Attributes{});
 
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = row_of_id_.try_emplace(point.id, row);
@@ -126,8 +130,13 @@ uint64_t Memtable::live_count() const {
 }
 
 uint64_t Memtable::memory_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return chunks_.size() * rows_per_chunk_ * (dim_ * sizeof(float) + 9 + sizeof(std::string));
+  uint64_t chunk_bytes;
+  {
+    absl::MutexLock lock(&mu_);
+    chunk_bytes =
+        chunks_.size() * rows_per_chunk_ * (dim_ * sizeof(float) + 9 + sizeof(std::string));
+  }
+  return chunk_bytes + columns_.memory_bytes();
 }
 
 }  // namespace shoal::storage

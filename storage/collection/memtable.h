@@ -22,7 +22,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "core/filter/filter.h"
 #include "core/index/search_types.h"
+#include "storage/attributes/attribute_columns.h"
 #include "storage/format/wal_format.h"
 
 namespace shoal::storage {
@@ -55,6 +57,11 @@ class Memtable {
   void ForEachLive(const std::function<void(uint64_t id, const float* vector,
                                             const std::string& attributes)>& fn) const;
   uint64_t memory_bytes() const;
+  // The rows among the first `rows` (a Snapshot's rows) that `filter` selects, dead or not
+  // (the scan skips dead rows by their flags).
+  RowBits Select(const core::filter::Filter& filter, uint64_t rows) const {
+    return columns_.Select(filter, rows);
+  }
 
  private:
   struct Chunk;
@@ -66,6 +73,7 @@ class Memtable {
   std::vector<std::shared_ptr<Chunk>> chunks_ ABSL_GUARDED_BY(mu_);
   size_t rows_ ABSL_GUARDED_BY(mu_) = 0;                                  // published rows
   absl::flat_hash_map<uint64_t, size_t> row_of_id_ ABSL_GUARDED_BY(mu_);  // live id -> row
+  AttributeColumns columns_;  // row r is row r of the chunks
 };
 
 }  // namespace shoal::storage

@@ -98,7 +98,7 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
   }
   // Row locations, from the id section of every partition.
   uint64_t row_start = 0;
-  std::vector<uint64_t> ids;
+  std::vector<uint64_t> ids, row_ids;  // row_ids: every row's, in partition order
   for (uint32_t p = 0; p < meta_.nlist(); ++p) {
     const PartitionExtent& e = meta_.partitions[p];
     raw_row_start_.push_back(row_start);
@@ -114,6 +114,7 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
         size_t got, lists_->Read(e.offset, e.count * 8, reinterpret_cast<char*>(ids.data())));
     if (got != e.count * 8) return absl::DataLossError(absl::StrCat(dir_, ": short read"));
     for (uint32_t r = 0; r < e.count; ++r) where_[ids[r]] = {p, r};
+    row_ids.insert(row_ids.end(), ids.begin(), ids.end());
   }
   // Attributes.
   SHOAL_ASSIGN_OR_RETURN(std::string attrs, ReadFileToString(fs, JoinPath(dir_, "attrs.dat")));
@@ -138,7 +139,24 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
     }
     attributes_[id] = std::string(bytes);
   }
+  // The columns filters are evaluated on, in row (partition) order.
+  static const std::string kNone;
+  for (uint64_t id : row_ids) {
+    auto a = attributes_.find(id);
+    auto decoded = DecodeAttributes(a == attributes_.end() ? kNone : a->second);
+    if (!decoded.ok()) {
+      return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: ", decoded.status().message()));
+    }
+    columns_.Append(id, *decoded);
+  }
   return absl::OkStatus();
+}
+
+std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Filter& filter,
+                                                          const core::IdFilter* dead) const {
+  RowBits bits = columns_.Select(filter, columns_.rows());
+  if (dead) columns_.ClearDead(&bits, *dead);
+  return std::make_shared<core::RowSelection>(partition_rows_, std::move(bits.words));
 }
 
 core::IvfSegmentRef Segment::Ref(std::shared_ptr<const core::IdFilter> dead) {

@@ -19,7 +19,9 @@
 // id of the query that started it: when that query is cancelled (or its deadline passes first), the
 // queries still waiting retry with a read of their own instead of failing with it.
 //
-// Open() also loads each row's location (for Get) and the rows' attributes into memory.
+// Open() also loads each row's location (for Get) and the rows' attributes into memory: encoded by
+// id (for Get and rebuilds) and as AttributeColumns (storage/attributes), which Select() evaluates
+// filters on.
 //
 // Thread-safety: every method is thread-safe. Reads in flight keep the Segment alive.
 #pragma once
@@ -31,7 +33,10 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/filter/filter.h"
 #include "core/index/ivf_search.h"
+#include "core/index/row_selection.h"
+#include "storage/attributes/attribute_columns.h"
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/memtable.h"
 #include "storage/format/segment_format.h"
@@ -66,6 +71,11 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   core::IvfSegmentRef Ref(std::shared_ptr<const core::IdFilter> dead);
 
   bool Contains(uint64_t id) const { return where_.contains(id); }
+  // The rows `filter` selects, less those `dead` (may be null) says are dead: for a filtered
+  // search's IvfSegmentRef::selection, and Count. CPU only (the columns are in memory).
+  std::shared_ptr<const core::RowSelection> Select(const core::filter::Filter& filter,
+                                                   const core::IdFilter* dead) const;
+  uint64_t attribute_memory_bytes() const { return columns_.memory_bytes(); }
   // A row by id (blocking pread; run off the arena). NOT_FOUND if the segment has no such id.
   absl::StatusOr<StoredPoint> ReadPoint(uint64_t id, bool include_vector) const;
   // Every row with its full-precision vector (blocking reads), for merges and rebuilds. Each
@@ -127,6 +137,7 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   std::vector<uint64_t> partition_bytes_, partition_rows_;
   absl::flat_hash_map<uint64_t, Location> where_;
   absl::flat_hash_map<uint64_t, std::string> attributes_;
+  AttributeColumns columns_;  // every row's, in partition order
   uint64_t disk_bytes_ = 0;
   // Cache key namespace: unique in the process (segment ids repeat across collections).
   const uint64_t cache_id_;

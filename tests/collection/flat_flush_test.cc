@@ -25,7 +25,8 @@ std::vector<PointRecord> Points(uint64_t first, uint64_t n) {
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<PointRecord> points;
   for (uint64_t id = first; id < first + n; ++id) {
-    PointRecord p{id, std::vector<float>(kDim), id % 5 == 0 ? "a" + std::to_string(id) : ""};
+    PointRecord p{id, std::vector<float>(kDim),
+                  id % 5 == 0 ? EncodeAttributes({{"a", int64_t(id)}}) : ""};
     for (float& x : p.vector) x = u(rng);
     points.push_back(std::move(p));
   }
@@ -174,7 +175,7 @@ TEST_F(FlatFlushTest, AFlushedFlatCollectionHasASegmentAShortWalAndAnswersIdenti
   }
   const auto got = (*reopened)->Get({5, 10}, true);
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[1].attributes, "a10");
+  EXPECT_EQ(got[1].attributes, EncodeAttributes({{"a", int64_t(10)}}));
   EXPECT_EQ(got[1].vector, Points(0, kRows)[10].vector);
 }
 

@@ -25,8 +25,9 @@ std::vector<float> Vectors() {
   return v;
 }
 
+// EncodeAttributes bytes, as the server writes them (a segment decodes them at open).
 std::string AttrsOf(uint64_t id) {
-  return id % 3 == 0 ? std::string("attr-") + std::to_string(id) : "";
+  return id % 3 == 0 ? EncodeAttributes({{"n", int64_t(id)}}) : "";
 }
 
 class SegmentBuilderTest : public ::testing::Test {
