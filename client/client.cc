@@ -206,6 +206,18 @@ absl::StatusOr<CollectionInfo> Client::DescribeCollection(const std::string& nam
   return FromProto(resp);
 }
 
+absl::StatusOr<uint64_t> Client::Count(const std::string& collection, const std::string& filter) {
+  v1::CountRequest req;
+  req.set_collection(collection);
+  req.set_filter(filter);
+  v1::CountResponse resp;
+  absl::Status s = impl_->Call(Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->Count(ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  return resp.count();
+}
+
 absl::StatusOr<uint64_t> Client::Upsert(const std::string& collection,
                                         const std::vector<Point>& points) {
   v1::UpsertRequest req;

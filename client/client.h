@@ -91,6 +91,9 @@ struct SearchOptions {
   uint32_t refine_factor = 0;
   bool include_vectors = false;
   bool include_attributes = false;
+  // Only points that satisfy this filter (docs/filtering.md), e.g. "tenant = 42 and year >=
+  // 2024"; empty: none. Every query gets min(k, matching points) hits.
+  std::string filter;
 };
 
 struct Hit {
@@ -108,6 +111,12 @@ struct QueryStats {
   uint64_t queue_us = 0;
   uint64_t io_us = 0;
   uint64_t cpu_us = 0;
+  // Filtered searches: "selective_ivf" or "ivf_bitmap" (empty without a filter), the points
+  // that satisfy the filter, the partitions passed over, the matching points scanned.
+  std::string plan;
+  uint64_t rows_matched = 0;
+  uint32_t partitions_skipped = 0;
+  uint64_t matching_rows_scanned = 0;
 };
 
 struct SearchResult {
@@ -187,6 +196,8 @@ class Client {
   absl::Status DropCollection(const std::string& name);
   absl::StatusOr<std::vector<CollectionInfo>> ListCollections();
   absl::StatusOr<CollectionInfo> DescribeCollection(const std::string& name);
+  // Live points that satisfy `filter` (empty: every live point), exactly.
+  absl::StatusOr<uint64_t> Count(const std::string& collection, const std::string& filter = "");
 
   absl::StatusOr<uint64_t> Upsert(const std::string& collection, const std::vector<Point>& points);
   // The stream's deadline is `timeout` (default: 1 hour, for bulk loads).

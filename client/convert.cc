@@ -183,7 +183,11 @@ SearchResult FromProto(const v1::SearchResult& in) {
                s.vectors_scanned(),
                s.queue_us(),
                s.io_us(),
-               s.cpu_us()};
+               s.cpu_us(),
+               s.plan(),
+               s.rows_matched(),
+               s.partitions_skipped(),
+               s.matching_rows_scanned()};
   return out;
 }
 
@@ -200,6 +204,7 @@ v1::SearchRequest MakeSearchRequest(const std::string& collection,
   req.set_refine_factor(options.refine_factor);
   req.set_include_vectors(options.include_vectors);
   req.set_include_attributes(options.include_attributes);
+  req.set_filter(options.filter);
   req.set_packed_results(true);  // smaller on the wire; hits still come for per-hit data
   return req;
 }

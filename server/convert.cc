@@ -138,6 +138,19 @@ void ToProto(const core::QueryStats& stats, v1::QueryStats* out) {
   out->set_queue_us(stats.queue_us);
   out->set_io_us(stats.io_us);
   out->set_cpu_us(stats.cpu_us);
+  switch (stats.plan) {
+    case core::FilterPlan::kNone:
+      return;
+    case core::FilterPlan::kIvfBitmap:
+      out->set_plan("ivf_bitmap");
+      break;
+    case core::FilterPlan::kSelectiveIvf:
+      out->set_plan("selective_ivf");
+      break;
+  }
+  out->set_rows_matched(stats.rows_matched);
+  out->set_partitions_skipped(stats.partitions_skipped);
+  out->set_matching_rows_scanned(stats.matching_rows_scanned);
 }
 
 std::vector<storage::PointRecord> ToPointRecords(const v1::UpsertRequest& req) {

@@ -73,6 +73,10 @@ grpc::ServerUnaryReactor* RawShoalService::Search(Ctx* ctx, const Bytes* req, By
   return Unary(ctx, "Search", *req, resp, &ShoalService::Search);
 }
 
+grpc::ServerUnaryReactor* RawShoalService::Count(Ctx* ctx, const Bytes* req, Bytes* resp) {
+  return Unary(ctx, "Count", *req, resp, &ShoalService::Count);
+}
+
 grpc::ServerUnaryReactor* RawShoalService::BuildIndex(Ctx* ctx, const Bytes* req, Bytes* resp) {
   return Unary(ctx, "BuildIndex", *req, resp, &ShoalService::BuildIndex);
 }

@@ -31,10 +31,11 @@ using RawShoalBase = v1::Shoal::WithRawCallbackMethod_CreateCollection<
                         v1::Shoal::WithRawCallbackMethod_Delete<
                             v1::Shoal::WithRawCallbackMethod_Get<
                                 v1::Shoal::WithRawCallbackMethod_Search<
-                                    v1::Shoal::WithRawCallbackMethod_SearchStream<
-                                        v1::Shoal::WithRawCallbackMethod_BuildIndex<
-                                            v1::Shoal::WithRawCallbackMethod_Flush<
-                                                v1::Shoal::Service>>>>>>>>>>>>;
+                                    v1::Shoal::WithRawCallbackMethod_Count<
+                                        v1::Shoal::WithRawCallbackMethod_SearchStream<
+                                            v1::Shoal::WithRawCallbackMethod_BuildIndex<
+                                                v1::Shoal::WithRawCallbackMethod_Flush<
+                                                    v1::Shoal::Service>>>>>>>>>>>>>;
 
 class RawShoalService final : public RawShoalBase {
  public:
@@ -53,6 +54,7 @@ class RawShoalService final : public RawShoalBase {
   grpc::ServerUnaryReactor* Delete(Ctx* ctx, const Bytes* req, Bytes* resp) override;
   grpc::ServerUnaryReactor* Get(Ctx* ctx, const Bytes* req, Bytes* resp) override;
   grpc::ServerUnaryReactor* Search(Ctx* ctx, const Bytes* req, Bytes* resp) override;
+  grpc::ServerUnaryReactor* Count(Ctx* ctx, const Bytes* req, Bytes* resp) override;
   grpc::ServerBidiReactor<Bytes, Bytes>* SearchStream(Ctx* ctx) override;
   grpc::ServerUnaryReactor* BuildIndex(Ctx* ctx, const Bytes* req, Bytes* resp) override;
   grpc::ServerUnaryReactor* Flush(Ctx* ctx, const Bytes* req, Bytes* resp) override;

@@ -80,7 +80,8 @@ absl::StatusOr<uint64_t> SearchCost(const v1::SearchRequest& req, const SearchSh
       nq * k *
       (kNeighborBytes + packed +
        (per_hit ? kHitObjectBytes + (req.include_vectors() ? vector_bytes : 0) : 0));
-  const uint64_t total = queries + candidates + tables + plan + refine_bytes + response;
+  const uint64_t total =
+      queries + candidates + tables + plan + refine_bytes + response + shape.selection_bytes;
   if (auto s =
           CheckRequest(total, limits,
                        absl::StrCat(nq, " queries x ", per_query, " candidates: ", MiB(candidates),

@@ -56,6 +56,9 @@ struct SearchShape {
   // default_refine) then reads k * refine raw vectors per query through ReadRaw, priced with
   // the request. False when every segment is FLAT (no refine runs); true unless known.
   bool refine_reads_raw = true;
+  // A filtered search's row selections (one bit per row of every segment and the memtable,
+  // and a count per partition), held once per request.
+  uint64_t selection_bytes = 0;
 };
 
 // Estimated bytes the request will hold, or the error that refuses it.

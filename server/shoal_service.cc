@@ -15,6 +15,14 @@
 namespace shoal::server {
 namespace {
 
+// A request's filter, parsed; an empty one is none (null). INVALID_ARGUMENT names the byte.
+absl::StatusOr<std::shared_ptr<const core::filter::Filter>> ParseFilter(const std::string& text) {
+  if (text.empty()) return nullptr;
+  absl::StatusOr<core::filter::Filter> parsed = core::filter::Filter::Parse(text);
+  if (!parsed.ok()) return parsed.status();
+  return std::make_shared<const core::filter::Filter>(*std::move(parsed));
+}
+
 void StoredPointToProto(const storage::StoredPoint& stored, v1::Point* out) {
   out->set_id(stored.id);
   out->mutable_vector()->Assign(stored.vector.begin(), stored.vector.end());
@@ -294,6 +302,31 @@ void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::Ge
   }));
 }
 
+void ShoalService::Count(CallbackServerContext* ctx, UnaryReactor* r, const v1::CountRequest* req,
+                         v1::CountResponse* resp) {
+  auto c = AdmitAndLookup(ctx, req->collection(), "collection");
+  absl::StatusOr<std::shared_ptr<const core::filter::Filter>> filter =
+      c.ok() ? ParseFilter(req->filter()) : c.status();
+  if (!filter.ok()) {
+    r->FinishWith(filter.status());
+    return;
+  }
+  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(ctx->peer());
+  if (!peer_slot.ok()) {
+    metrics_->CountRefusal(Refusal::kPeerSlots);
+    r->FinishWith(peer_slot.status());
+    return;
+  }
+  // A pass over every row's attribute columns: CPU work off the gRPC thread (and off the
+  // arena, whose threads are the searches').
+  admin_->Submit(Guarded(r, [r, resp, collection = *c, filter = *std::move(filter),
+                             peer_slot = *std::move(peer_slot)]() mutable {
+    resp->set_count(collection->Count(filter.get()));
+    peer_slot.Release();
+    r->FinishWith(absl::OkStatus());
+  }));
+}
+
 namespace {
 
 // The search as the engine takes it, without its queries: the collection's snapshot and the
@@ -309,6 +342,8 @@ core::IvfSearchRequest ToEngineRequest(const storage::Collection& collection,
   search.metric = collection.metric();
   search.nprobe = nprobe;
   search.refine_factor = refine_factor;
+  search.filtered = snapshot.memtable_selection != nullptr;
+  search.memtable_selection = std::move(snapshot.memtable_selection);
   return search;
 }
 
@@ -326,7 +361,7 @@ std::vector<float> EngineQueries(const storage::Collection& collection,
 }
 
 SearchShape ShapeOf(const storage::Collection& collection, const storage::SearchSnapshot& snapshot,
-                    uint32_t nprobe) {
+                    uint32_t nprobe, bool filtered) {
   SearchShape shape;
   shape.dim = collection.dim();
   shape.refine_reads_raw = false;
@@ -334,11 +369,20 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
     shape.table_bytes_per_query += core::PreparedQueries::BytesPerQuery(*seg.model);
     if (core::IsFastScan(*seg.model)) shape.default_refine = core::kDefaultFastScanRefine;
     if (seg.model->encoding != core::VectorEncoding::kFlat) shape.refine_reads_raw = true;
-    // As the engine plans each segment: exact ones whole, IVF ones at nprobe.
+    // As the engine plans each segment: exact ones whole, IVF ones at nprobe (filtered: every
+    // partition ranked).
     const uint64_t nlist = seg.model->nlist();
-    shape.plan_entries_per_query +=
-        seg.model->exact ? nlist : std::min<uint64_t>(std::max<uint32_t>(1, nprobe), nlist);
+    shape.plan_entries_per_query += seg.model->exact || filtered
+                                        ? nlist
+                                        : std::min<uint64_t>(std::max<uint32_t>(1, nprobe), nlist);
+    if (filtered) {
+      uint64_t rows = 0;
+      for (uint64_t n : seg.partition_rows) rows += n;
+      shape.selection_bytes += rows / 8 + 16 * nlist;
+    }
   }
+  if (filtered)
+    shape.selection_bytes += snapshot.memtable.rows() / 8 + 16 * snapshot.memtable.blocks.size();
   return shape;
 }
 
@@ -433,6 +477,8 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
   absl::Status s = found.status();
   if (s.ok()) s = ValidateSearch(*req, (*found)->dim());
   if (!s.ok()) return (*once)(s);
+  absl::StatusOr<std::shared_ptr<const core::filter::Filter>> filter = ParseFilter(req->filter());
+  if (!filter.ok()) return (*once)(filter.status());
   std::shared_ptr<storage::Collection> collection = *std::move(found);
   const uint32_t collection_nprobe = collection->manifest()->index.default_nprobe;
   const uint32_t nprobe = req->nprobe()       ? req->nprobe()
@@ -440,7 +486,7 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
                                               : options_.default_nprobe;
   storage::SearchSnapshot snapshot = collection->SearchView();
   absl::StatusOr<uint64_t> cost =
-      SearchCost(*req, ShapeOf(*collection, snapshot, nprobe), options_.limits);
+      SearchCost(*req, ShapeOf(*collection, snapshot, nprobe, *filter != nullptr), options_.limits);
   if (!cost.ok()) return (*once)(cost.status());
   // This connection's share first: a greedy client is refused before it takes a server slot.
   PeerSlots::Slot peer_slot;
@@ -468,9 +514,10 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
   }
   // The engine request of this search's batch, built when the batch starts (a snapshot as new
   // as every search in it).
-  auto prepare = [this, collection, k = size_t(req->k()), nprobe, refine = req->refine_factor()] {
+  auto prepare = [this, collection, filter = *filter, k = size_t(req->k()), nprobe,
+                  refine = req->refine_factor()] {
     core::IvfSearchRequest search =
-        ToEngineRequest(*collection, collection->SearchView(), k, nprobe, refine);
+        ToEngineRequest(*collection, collection->SearchView(filter.get()), k, nprobe, refine);
     search.options.batch_partitions = options_.batch_partitions;
     search.options.batch_bytes = options_.batch_bytes;
     search.options.max_pinned_bytes = options_.max_pinned_bytes;
@@ -492,10 +539,10 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
     search.cancel = call.cancel;
     return core::IvfSearch(*cpu_, std::move(search), GuardedSearch(once, std::move(finish)));
   }
-  batcher_->Submit(
-      {core::BatchKey{collection.get(), size_t(req->k()), nprobe, req->refine_factor()},
-       std::move(prepare), std::move(queries), size_t(req->queries_size()), call.cancel,
-       GuardedSearch(once, std::move(finish))});
+  batcher_->Submit({core::BatchKey{collection.get(), size_t(req->k()), nprobe, req->refine_factor(),
+                                   req->filter()},
+                    std::move(prepare), std::move(queries), size_t(req->queries_size()),
+                    call.cancel, GuardedSearch(once, std::move(finish))});
 }
 
 void ShoalService::FinishSearch(const std::shared_ptr<OnceDone>& once, const v1::SearchRequest* req,

@@ -27,6 +27,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "core/exec/executor.h"
+#include "core/filter/filter.h"
 #include "core/index/scan_share.h"
 #include "core/index/search_batcher.h"
 #include "server/api_keys.h"
@@ -120,6 +121,8 @@ class ShoalService final {
            v1::GetResponse* resp);
   void Search(CallbackServerContext* ctx, UnaryReactor* r, const v1::SearchRequest* req,
               v1::SearchResponse* resp);
+  void Count(CallbackServerContext* ctx, UnaryReactor* r, const v1::CountRequest* req,
+             v1::CountResponse* resp);
   void BuildIndex(CallbackServerContext* ctx, UnaryReactor* r, const v1::BuildIndexRequest* req,
                   v1::BuildIndexResponse* resp);
   void Flush(CallbackServerContext* ctx, UnaryReactor* r, const v1::FlushRequest* req,

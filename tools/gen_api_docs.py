@@ -75,7 +75,9 @@ STATUS = {
     "Search": [
         "`INVALID_ARGUMENT` for k outside 1..10000, nprobe over 65536, no queries or more than "
         "10000, a query whose length is not dim or that holds a NaN or infinity or whose "
-        "squared norm is above FLT_MAX / 8, or k * refine_factor over `limits.max_candidates_per_query`",
+        "squared norm is above FLT_MAX / 8, k * refine_factor over `limits.max_candidates_per_query`, "
+        "or a filter that does not parse or is over 4096 bytes or 32 levels deep (the message "
+        "names the byte and what was expected, docs/filtering.md)",
         _COLL,
         "`RESOURCE_EXHAUSTED` past `search.max_inflight` searches running or queued, past "
         "`server.max_inflight_per_peer` Searches and Gets of this connection, or over "
@@ -90,6 +92,10 @@ STATUS = {
         "the stream's own status: `UNAUTHENTICATED` without a valid API key, `UNAVAILABLE` "
         "while the server shuts down, `CANCELLED` when the client cancels (every running "
         "search of the stream stops); otherwise OK once every message is answered"],
+    "Count": [
+        "`INVALID_ARGUMENT` for a bad collection name or a filter that does not parse (as "
+        "Search)", _COLL,
+        "`RESOURCE_EXHAUSTED` past `server.max_inflight_per_peer` calls of this connection"],
     "BuildIndex": [
         "`INVALID_ARGUMENT` for a bad collection name", _COLL,
         "`FAILED_PRECONDITION` when the collection was dropped or the server is shutting down "
@@ -103,7 +109,7 @@ STATUS = {
 }
 # Retried after UNAVAILABLE by the SDKs: the effect of sending these twice is that of once.
 IDEMPOTENT = {"ListCollections", "DescribeCollection", "Upsert", "UpsertStream", "Delete", "Get",
-              "Search", "Flush"}
+              "Search", "Count", "Flush"}
 PYTHON = {
     "CreateCollection": "create_collection(name, dim, metric=\"l2\", index=\"flat\", nlist=0, "
                         "pq_m=0, pq_bits=0)",
@@ -114,9 +120,10 @@ PYTHON = {
     "UpsertStream": "upsert(...) with more than batch_size points",
     "Delete": "delete(name, ids)",
     "Get": "get(name, ids, include_vectors=False)",
-    "Search": "search(name, queries, k=10, nprobe=None, refine_factor=None)",
+    "Search": "search(name, queries, k=10, nprobe=None, refine_factor=None, filter=None)",
+    "Count": "count(name, filter=None)",
     "SearchStream": "search_many(name, queries, k=10, nprobe=None, refine_factor=None, batch=1, "
-                    "in_flight=16)",
+                    "in_flight=16, filter=None)",
     "BuildIndex": "build_index(name, wait=True)",
     "Flush": "flush(name)",
 }

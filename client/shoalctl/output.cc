@@ -136,11 +136,17 @@ std::string VectorJson(const std::vector<float>& v) {
 }
 
 std::string StatsJson(const QueryStats& s) {
-  return absl::StrCat("{\"partitions_probed\": ", s.partitions_probed,
-                      ", \"partitions_cached\": ", s.partitions_cached,
-                      ", \"bytes_read\": ", s.bytes_read,
-                      ", \"vectors_scanned\": ", s.vectors_scanned, ", \"queue_us\": ", s.queue_us,
-                      ", \"io_us\": ", s.io_us, ", \"cpu_us\": ", s.cpu_us, "}");
+  return absl::StrCat(
+      "{\"partitions_probed\": ", s.partitions_probed,
+      ", \"partitions_cached\": ", s.partitions_cached, ", \"bytes_read\": ", s.bytes_read,
+      ", \"vectors_scanned\": ", s.vectors_scanned, ", \"queue_us\": ", s.queue_us,
+      ", \"io_us\": ", s.io_us, ", \"cpu_us\": ", s.cpu_us,
+      s.plan.empty()
+          ? std::string()
+          : absl::StrCat(", \"plan\": ", JsonString(s.plan), ", \"rows_matched\": ", s.rows_matched,
+                         ", \"partitions_skipped\": ", s.partitions_skipped,
+                         ", \"matching_rows_scanned\": ", s.matching_rows_scanned),
+      "}");
 }
 
 void PrintCollectionRow(const CollectionInfo& c) {
@@ -215,6 +221,13 @@ void PrintSearchResults(Format format, const std::vector<SearchResult>& results,
           (unsigned long long)s.bytes_read, (unsigned long long)s.vectors_scanned,
           (unsigned long long)s.queue_us, (unsigned long long)s.io_us,
           (unsigned long long)s.cpu_us);
+      if (!s.plan.empty()) {
+        std::printf(
+            "  filter: plan %s, %llu points match, %u partitions passed over, %llu "
+            "matching points scanned\n",
+            s.plan.c_str(), (unsigned long long)s.rows_matched, s.partitions_skipped,
+            (unsigned long long)s.matching_rows_scanned);
+      }
     }
   }
 }
@@ -250,6 +263,14 @@ void PrintHealth(Format format, const std::string& status) {
     std::printf("{\"status\": %s}\n", JsonString(status).c_str());
   } else {
     std::printf("%s\n", status.c_str());
+  }
+}
+
+void PrintCount(Format format, uint64_t count) {
+  if (format == Format::kJson) {
+    std::printf("{\"count\": %llu}\n", (unsigned long long)count);
+  } else {
+    std::printf("%llu\n", (unsigned long long)count);
   }
 }
 

@@ -45,5 +45,6 @@ void PrintPoints(Format format, const std::vector<Point>& points, bool vectors);
 void PrintHealth(Format format, const std::string& status);
 // A write command's outcome: the sentence as a table, {"ok": true, "message": ...} as JSON.
 void PrintMessage(Format format, const std::string& message);
+void PrintCount(Format format, uint64_t count);
 
 }  // namespace shoal::ctl

@@ -35,7 +35,7 @@ struct Args {
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   int timeout_ms = 30000;
   std::string output = "table";
-  std::string name, metric = "l2", index = "flat", path, vector_text, query_file;
+  std::string name, metric = "l2", index = "flat", path, vector_text, query_file, filter;
   uint32_t dim = 0, nlist = 0, pq_m = 0, pq_bits = 0, nprobe = 0, k = 10, refine = 0;
   size_t batch = 1000, query_index = 0, num_queries = 1;
   uint64_t start_id = 0, limit = 0;
@@ -144,9 +144,10 @@ int Search(Client& client, const Args& a) {
   auto queries = Queries(a);
   if (!queries.ok()) return UsageError(queries.status());
   // Many queries go out as batches of 100 with 4 requests in flight (Client::SearchMany).
-  auto results =
-      client.SearchMany(a.name, *queries, {.k = a.k, .nprobe = a.nprobe, .refine_factor = a.refine},
-                        {.batch = 100, .in_flight = 4});
+  auto results = client.SearchMany(
+      a.name, *queries,
+      {.k = a.k, .nprobe = a.nprobe, .refine_factor = a.refine, .filter = a.filter},
+      {.batch = 100, .in_flight = 4});
   if (!results.ok()) return Fail(results.status());
   shoal::ctl::PrintSearchResults(a.format(), *results, a.query_index, a.stats);
   return 0;
@@ -317,8 +318,13 @@ void AddCommands(CLI::App& app, Args& a) {
   search->add_option("--nprobe", a.nprobe, "IVF partitions to probe (0 = default)");
   search->add_option("--refine-factor", a.refine,
                      "SQ8/PQ: re-rank k * this many candidates exactly");
+  search->add_option("--filter", a.filter,
+                     "only points that satisfy this filter, e.g. 'tenant = 42 and year >= 2024'");
   search->add_flag("--stats", a.stats,
                    "per query: partitions probed, from cache, bytes read, vectors scanned");
+  auto* count = app.add_subcommand("count", "count the points that satisfy a filter (read)");
+  count->add_option("name", a.name, "collection")->required();
+  count->add_option("--filter", a.filter, "the filter (none: every live point)");
   auto* get = app.add_subcommand("get", "fetch points by id (read: --output)");
   get->add_option("name", a.name, "collection")->required();
   get->add_option("ids", a.ids, "point ids")->required();
@@ -372,6 +378,10 @@ int Run(const std::string& command, CLI::App& app, Args& a) {
     auto all = client.ListCollections();
     if (!all.ok()) return Fail(all.status());
     shoal::ctl::PrintCollections(f, *all);
+  } else if (command == "count") {
+    auto n = client.Count(a.name, a.filter);
+    if (!n.ok()) return Fail(n.status());
+    shoal::ctl::PrintCount(f, *n);
   } else if (command == "describe") {
     auto info = client.DescribeCollection(a.name);
     if (!info.ok()) return Fail(info.status());

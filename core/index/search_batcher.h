@@ -30,6 +30,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,10 +49,11 @@ struct BatchKey {
   size_t k = 0;
   uint32_t nprobe = 0;
   uint32_t refine_factor = 0;
+  std::string filter;  // the filter's text: searches with different filters batch apart
   friend bool operator==(const BatchKey&, const BatchKey&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const BatchKey& key) {
-    return H::combine(std::move(h), key.owner, key.k, key.nprobe, key.refine_factor);
+    return H::combine(std::move(h), key.owner, key.k, key.nprobe, key.refine_factor, key.filter);
   }
 };
 

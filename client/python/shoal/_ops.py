@@ -32,6 +32,7 @@ METHODS = {
     "Search": (RAW, pb.SearchResponse, True),
     "BuildIndex": (pb.BuildIndexRequest, pb.BuildIndexResponse, False),
     "Flush": (pb.FlushRequest, pb.FlushResponse, True),
+    "Count": (pb.CountRequest, pb.CountResponse, True),
 }
 STREAM_METHODS = {"UpsertStream": (RAW, pb.UpsertResponse, True)}
 
@@ -102,7 +103,10 @@ class UpsertPlan:
 class SearchPlan:
     """search()'s arguments checked and cut into serialized SearchRequests."""
 
-    def __init__(self, name, queries, k, nprobe, refine_factor):
+    def __init__(self, name, queries, k, nprobe, refine_factor, filter=None):
+        if filter is not None and not isinstance(filter, str):
+            raise errors.InvalidArgument(f"filter: must be a string, got {type(filter).__name__}")
+        self.filter = filter or ""
         q = np.asarray(queries, dtype="<f4")
         self.single = q.ndim == 1
         if self.single:
@@ -123,7 +127,7 @@ class SearchPlan:
     def requests(self) -> List[bytes]:
         q = self.queries
         return [_wire.encode_search(self.name, q[i:i + self.per_request], self.k, self.nprobe,
-                                    self.refine_factor)
+                                    self.refine_factor, filter=self.filter)
                 for i in range(0, len(q), self.per_request)]
 
     def answer(self, responses):
@@ -137,8 +141,9 @@ class SearchPlan:
 class StreamPlan:
     """search_many()'s arguments: SearchStream messages of `batch` queries, tagged by index."""
 
-    def __init__(self, name, queries, k, nprobe, refine_factor, batch, in_flight, timeout):
-        self.search = SearchPlan(name, queries, k, nprobe, refine_factor)
+    def __init__(self, name, queries, k, nprobe, refine_factor, batch, in_flight, timeout,
+                 filter=None):
+        self.search = SearchPlan(name, queries, k, nprobe, refine_factor, filter)
         if int(batch) < 1 or int(in_flight) < 1:
             raise errors.InvalidArgument("batch and in_flight: must be at least 1")
         self.batch = min(int(batch), self.search.per_request)
@@ -150,7 +155,8 @@ class StreamPlan:
     def message(self, i) -> bytes:
         s, lo = self.search, i * self.batch
         return _wire.encode_search(s.name, s.queries[lo:lo + self.batch], s.k, s.nprobe,
-                                   s.refine_factor, tag=i, timeout_ms=self.timeout_ms)
+                                   s.refine_factor, tag=i, timeout_ms=self.timeout_ms,
+                                   filter=s.filter)
 
     def stream_deadline(self, timeout):
         """The stream's deadline (seconds): one message timeout per window of messages."""

@@ -79,6 +79,12 @@ class QueryStats:
     queue_us: int = 0
     io_us: int = 0
     cpu_us: int = 0
+    # Filtered searches: "selective_ivf" or "ivf_bitmap" ("" without a filter), the points
+    # that satisfy the filter, the partitions passed over, the matching points scanned.
+    plan: str = ""
+    rows_matched: int = 0
+    partitions_skipped: int = 0
+    matching_rows_scanned: int = 0
 
 
 class Hit(NamedTuple):
@@ -224,9 +230,10 @@ def encode_upsert(collection: str, ids: np.ndarray, vectors: np.ndarray,
 
 
 def encode_search(collection: str, queries: np.ndarray, k: int, nprobe: int,
-                  refine_factor: int, tag: int = 0, timeout_ms: int = 0) -> bytes:
+                  refine_factor: int, tag: int = 0, timeout_ms: int = 0,
+                  filter: str = "") -> bytes:
     """The serialized SearchRequest (packed_results = true) for the rows of `queries`;
-    `tag` and `timeout_ms` for SearchStream messages."""
+    `tag` and `timeout_ms` for SearchStream messages; `filter` (docs/filtering.md)."""
     nq, dim = queries.shape
     inner = (b"\x0a" + _varint(4 * dim)) if dim else b""
     prefix = b"\x12" + _varint(len(inner) + 4 * dim) + inner
@@ -240,6 +247,8 @@ def encode_search(collection: str, queries: np.ndarray, k: int, nprobe: int,
                        (0x50, timeout_ms)):
         if value:
             tail += bytes([key]) + _varint(int(value))
+    if filter:
+        tail += _field_bytes(0x5A, filter.encode())
     return head + rows.tobytes() + tail + b"\x40\x01"
 
 
@@ -277,6 +286,7 @@ def results_from_proto(resp: pb.SearchResponse) -> List[SearchResult]:
             dist = np.array(r.distances, dtype=np.float32)
         s = r.stats
         stats = QueryStats(s.partitions_probed, s.partitions_cached, s.bytes_read,
-                           s.vectors_scanned, s.queue_us, s.io_us, s.cpu_us)
+                           s.vectors_scanned, s.queue_us, s.io_us, s.cpu_us, s.plan,
+                           s.rows_matched, s.partitions_skipped, s.matching_rows_scanned)
         out.append(SearchResult(ids, dist, stats))
     return out

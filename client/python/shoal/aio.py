@@ -93,6 +93,11 @@ class AsyncClient:
         resp = await self._call("ListCollections", pb.ListCollectionsRequest())
         return [_wire.info_from_proto(c) for c in resp.collections]
 
+    async def count(self, name: str, filter: Optional[str] = None) -> int:
+        """As shoal.Client.count."""
+        return (await self._call("Count",
+                                 pb.CountRequest(collection=name, filter=filter or ""))).count
+
     async def describe(self, name: str) -> _wire.CollectionInfo:
         return _wire.info_from_proto(
             await self._call("DescribeCollection", pb.DescribeCollectionRequest(name=name)))
@@ -136,8 +141,8 @@ class AsyncClient:
         return _ops.get_answer(responses, include_vectors)
 
     async def search(self, name: str, queries, k: int = 10, nprobe: Optional[int] = None,
-                     refine_factor: Optional[int] = None):
-        plan = _ops.SearchPlan(name, queries, k, nprobe, refine_factor)
+                     refine_factor: Optional[int] = None, filter: Optional[str] = None):
+        plan = _ops.SearchPlan(name, queries, k, nprobe, refine_factor, filter)
         slots = asyncio.Semaphore(SEARCH_REQUESTS_IN_FLIGHT)
 
         async def one(request):
@@ -148,10 +153,10 @@ class AsyncClient:
 
     async def search_many(self, name: str, queries, k: int = 10, nprobe: Optional[int] = None,
                           refine_factor: Optional[int] = None, batch: int = 1,
-                          in_flight: int = SEARCH_STREAM_IN_FLIGHT):
+                          in_flight: int = SEARCH_STREAM_IN_FLIGHT, filter: Optional[str] = None):
         """As shoal.Client.search_many: one SearchStream, results in query order."""
         plan = _ops.StreamPlan(name, queries, k, nprobe, refine_factor, batch, in_flight,
-                               self.timeout)
+                               self.timeout, filter)
         window = asyncio.Semaphore(plan.in_flight)
         call = self._search_stream(timeout=plan.stream_deadline(self.timeout),
                                    metadata=self._metadata)

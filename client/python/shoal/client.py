@@ -122,6 +122,10 @@ class Client:
         resp = self._call("ListCollections", pb.ListCollectionsRequest())
         return [_wire.info_from_proto(c) for c in resp.collections]
 
+    def count(self, name: str, filter: Optional[str] = None) -> int:
+        """Live points that satisfy `filter` (None: every live point), exactly."""
+        return self._call("Count", pb.CountRequest(collection=name, filter=filter or "")).count
+
     def describe(self, name: str) -> _wire.CollectionInfo:
         """The collection's schema, counts and index state (with build progress while
         building). Raises NotFound."""
@@ -185,12 +189,14 @@ class Client:
     # ---- search -----------------------------------------------------------------------------
 
     def search(self, name: str, queries, k: int = 10, nprobe: Optional[int] = None,
-               refine_factor: Optional[int] = None):
+               refine_factor: Optional[int] = None, filter: Optional[str] = None):
         """k nearest neighbours. queries: one vector (1-D) -> one SearchResult, or a 2-D
         array -> a list with one SearchResult per row. nprobe None = the collection's default;
         refine_factor (SQ/PQ) re-ranks k * refine_factor candidates exactly. Large query sets
-        are split into several requests, a few in flight at once."""
-        plan = _ops.SearchPlan(name, queries, k, nprobe, refine_factor)
+        are split into several requests, a few in flight at once. filter: only points that
+        satisfy it (docs/filtering.md), e.g. 'tenant = 42 and year >= 2024'; every query gets
+        min(k, matching points) results."""
+        plan = _ops.SearchPlan(name, queries, k, nprobe, refine_factor, filter)
         requests = plan.requests()
         if len(requests) == 1:
             return plan.answer([self._call("Search", requests[0])])
@@ -224,14 +230,14 @@ class Client:
 
     def search_many(self, name: str, queries, k: int = 10, nprobe: Optional[int] = None,
                     refine_factor: Optional[int] = None, batch: int = 1,
-                    in_flight: int = SEARCH_STREAM_IN_FLIGHT):
+                    in_flight: int = SEARCH_STREAM_IN_FLIGHT, filter: Optional[str] = None):
         """search() for many queries over one SearchStream: messages of `batch` queries, at
         most `in_flight` unanswered, each answered as soon as it is done. Returns one
         SearchResult per row, in query order; the first failed message raises its error. Each
         message has `timeout` seconds. Cheaper per query than one search() call each, since
         the calls' fixed cost is paid once."""
         plan = _ops.StreamPlan(name, queries, k, nprobe, refine_factor, batch, in_flight,
-                               self.timeout)
+                               self.timeout, filter)
         window = threading.Semaphore(plan.in_flight)
         stop = threading.Event()
 

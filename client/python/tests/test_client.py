@@ -346,3 +346,24 @@ def test_a_broken_collection_is_described_and_its_data_calls_raise_data_loss(
         assert c.list_collections() == []
     finally:
         server.stop()
+
+
+def test_filtered_search_search_many_and_count(api, name):
+    api.create_collection(name, dim=DIM)
+    ids, x = points(40)
+    attrs = [{"tenant": int(i % 4), "tags": ["even" if i % 2 == 0 else "odd", "all"]}
+             for i in range(40)]
+    api.upsert(name, ids, x, attributes=attrs)
+    assert api.get(name, [3])[0].attributes == {"tenant": 3, "tags": ["odd", "all"]}
+    assert api.count(name) == 40
+    assert api.count(name, filter="tenant = 1") == 10
+    assert api.count(name, filter='tags = "even" and tenant != 0') == 10
+    r = api.search(name, x[5], k=50, filter="tenant = 1")
+    assert sorted(r.ids.tolist()) == [i for i in range(40) if i % 4 == 1]  # min(k, 10) = 10
+    assert r.stats.plan in ("ivf_bitmap", "selective_ivf") and r.stats.rows_matched == 10
+    many = api.search_many(name, x[:3], k=3, filter='tags = "odd"')
+    assert all(len(m.ids) == 3 and all(i % 2 == 1 for i in m.ids.tolist()) for m in many)
+    with pytest.raises(shoal.InvalidArgument, match="at byte 9"):
+        api.search(name, x[0], k=1, filter="tenant = = 1")
+    with pytest.raises(shoal.InvalidArgument):
+        api.count(name, filter="(")
