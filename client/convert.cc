@@ -112,7 +112,7 @@ Attributes FromProto(const google::protobuf::Map<std::string, v1::Value>& attrs)
   for (const auto& [key, v] : attrs) {
     AttributeScalar scalar;
     if (ScalarFromProto(v, &scalar)) {
-      std::visit([&](auto&& s) { out[key] = std::move(s); }, std::move(scalar));
+      std::visit([&out, &k = key](auto&& s) { out[k] = std::move(s); }, std::move(scalar));
     } else if (v.kind_case() == v1::Value::kListValue) {
       AttributeList list;
       for (const v1::Value& element : v.list_value().values()) {

@@ -95,7 +95,7 @@ core::Attributes FromProto(const google::protobuf::Map<std::string, v1::Value>& 
   for (const auto& [key, value] : attributes) {
     if (value.kind_case() == v1::Value::KIND_NOT_SET) continue;
     if (value.kind_case() != v1::Value::kListValue) {
-      std::visit([&](auto&& v) { out[key] = std::move(v); }, ScalarFromProto(value));
+      std::visit([&out, &k = key](auto&& v) { out[k] = std::move(v); }, ScalarFromProto(value));
       continue;
     }
     core::AttributeList list;

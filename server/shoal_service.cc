@@ -60,7 +60,8 @@ ShoalService::ShoalService(storage::Catalog* catalog, core::Executor* cpu, core:
                              size_t(std::max(1, cpu->concurrency())), options_.max_batch_queries,
                              [metrics](size_t searches, size_t) {
                                if (metrics) metrics->ObserveRequestsPerBatch(searches);
-                             }})
+                             },
+                             [cpu](std::function<void()> start) { cpu->Submit(std::move(start)); }})
                    : nullptr),
       inflight_bytes_(options_.max_inflight_request_bytes),
       // An explicit server.max_inflight_per_peer is a hard cap; the default is a quarter of the
@@ -317,14 +318,27 @@ void ShoalService::Count(CallbackServerContext* ctx, UnaryReactor* r, const v1::
     r->FinishWith(peer_slot.status());
     return;
   }
+  // The filter's bitsets over every row (I-9), as a search prices them.
+  const storage::CollectionStats stats = (*c)->Stats();
+  const uint64_t rows = stats.num_vectors + stats.memtable_rows;
+  const uint64_t cost =
+      *filter ? (1 + storage::AttributeColumns::BitsetsToSelect(**filter)) * (rows / 8 + 64) : 0;
+  absl::StatusOr<InflightBytes::Reservation> reservation = inflight_bytes_.Acquire(cost);
+  if (!reservation.ok()) {
+    metrics_->CountRefusal(Refusal::kInflightBytes);
+    r->FinishWith(reservation.status());
+    return;
+  }
   // A pass over every row's attribute columns: CPU work off the gRPC thread (and off the
   // arena, whose threads are the searches').
-  admin_->Submit(Guarded(r, [r, resp, collection = *c, filter = *std::move(filter),
-                             peer_slot = *std::move(peer_slot)]() mutable {
-    resp->set_count(collection->Count(filter.get()));
-    peer_slot.Release();
-    r->FinishWith(absl::OkStatus());
-  }));
+  admin_->Submit(Guarded(
+      r, [r, resp, collection = *c, filter = *std::move(filter), peer_slot = *std::move(peer_slot),
+          reservation = *std::move(reservation)]() mutable {
+        resp->set_count(collection->Count(filter.get()));
+        reservation.Release();
+        peer_slot.Release();
+        r->FinishWith(absl::OkStatus());
+      }));
 }
 
 namespace {
@@ -360,8 +374,12 @@ std::vector<float> EngineQueries(const storage::Collection& collection,
   return queries;
 }
 
+// `filter` may be null.
 SearchShape ShapeOf(const storage::Collection& collection, const storage::SearchSnapshot& snapshot,
-                    uint32_t nprobe, bool filtered) {
+                    uint32_t nprobe, const core::filter::Filter* filter) {
+  const bool filtered = filter != nullptr;
+  // Evaluating the filter holds this many bitsets of a segment's rows, and the selection one.
+  const uint64_t bitsets = filtered ? 1 + storage::AttributeColumns::BitsetsToSelect(*filter) : 0;
   SearchShape shape;
   shape.dim = collection.dim();
   shape.refine_reads_raw = false;
@@ -378,11 +396,13 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
     if (filtered) {
       uint64_t rows = 0;
       for (uint64_t n : seg.partition_rows) rows += n;
-      shape.selection_bytes += rows / 8 + 16 * nlist;
+      shape.selection_bytes += bitsets * (rows / 8 + 8) + 16 * nlist;
     }
   }
-  if (filtered)
-    shape.selection_bytes += snapshot.memtable.rows() / 8 + 16 * snapshot.memtable.blocks.size();
+  if (filtered) {
+    shape.selection_bytes +=
+        bitsets * (snapshot.memtable.rows() / 8 + 8) + 16 * snapshot.memtable.blocks.size();
+  }
   return shape;
 }
 
@@ -486,7 +506,7 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
                                               : options_.default_nprobe;
   storage::SearchSnapshot snapshot = collection->SearchView();
   absl::StatusOr<uint64_t> cost =
-      SearchCost(*req, ShapeOf(*collection, snapshot, nprobe, *filter != nullptr), options_.limits);
+      SearchCost(*req, ShapeOf(*collection, snapshot, nprobe, filter->get()), options_.limits);
   if (!cost.ok()) return (*once)(cost.status());
   // This connection's share first: a greedy client is refused before it takes a server slot.
   PeerSlots::Slot peer_slot;
@@ -533,11 +553,17 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
   };
   std::vector<float> queries = EngineQueries(*collection, *req);
   if (!batcher_) {
-    core::IvfSearchRequest search = prepare();
-    search.queries = std::move(queries);
-    search.num_queries = size_t(req->queries_size());
-    search.cancel = call.cancel;
-    return core::IvfSearch(*cpu_, std::move(search), GuardedSearch(once, std::move(finish)));
+    // The snapshot (and a filter's evaluation) is CPU work: on the arena, not this thread.
+    return cpu_->Submit(
+        GuardedSearch(once, [this, prepare = std::move(prepare), queries = std::move(queries),
+                             n = size_t(req->queries_size()), cancel = call.cancel,
+                             done = GuardedSearch(once, std::move(finish))]() mutable {
+          core::IvfSearchRequest search = prepare();
+          search.queries = std::move(queries);
+          search.num_queries = n;
+          search.cancel = std::move(cancel);
+          core::IvfSearch(*cpu_, std::move(search), std::move(done));
+        }));
   }
   batcher_->Submit({core::BatchKey{collection.get(), size_t(req->k()), nprobe, req->refine_factor(),
                                    req->filter()},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <type_traits>
 
 namespace shoal::core::filter {
 namespace {
@@ -33,29 +34,39 @@ Ord CmpBig(long double a, uint64_t b) {
   return Cmp<long double>(a, (long double)b);
 }
 
-// value <=> literal when their kinds compare; nullopt-like kUnordered plus `comparable`.
-Ord Order(const AttributeScalar& value, const Literal& lit, bool* comparable) {
+// value <=> literal when their kinds compare (*comparable), per kind of value: no copies.
+Ord OrderOf(int64_t i, const Literal& lit, bool* comparable) {
   *comparable = true;
-  if (const auto* i = std::get_if<int64_t>(&value)) {
-    if (const auto* l = std::get_if<int64_t>(&lit)) return Cmp(*i, *l);
-    if (std::holds_alternative<uint64_t>(lit)) return Ord::kLess;  // literal > INT64_MAX
-    if (const auto* d = std::get_if<double>(&lit)) return CmpIntDouble(*i, *d);
-  } else if (const auto* d = std::get_if<double>(&value)) {
-    if (const auto* l = std::get_if<int64_t>(&lit)) return Flip(CmpIntDouble(*l, *d));
-    if (const auto* u = std::get_if<uint64_t>(&lit)) return CmpBig(*d, *u);
-    if (const auto* e = std::get_if<double>(&lit)) {
-      return std::isnan(*d) || std::isnan(*e) ? Ord::kUnordered : Cmp(*d, *e);
-    }
-  } else if (const auto* s = std::get_if<std::string>(&value)) {
-    if (const auto* l = std::get_if<std::string>(&lit)) {
-      const int c = std::string_view(*s).compare(*l);  // bytewise (char_traits<char> compare)
-      return c < 0 ? Ord::kLess : c > 0 ? Ord::kGreater : Ord::kEqual;
-    }
-  } else if (const auto* b = std::get_if<bool>(&value)) {
-    if (const auto* l = std::get_if<bool>(&lit)) return *b == *l ? Ord::kEqual : Ord::kUnordered;
+  if (const auto* l = std::get_if<int64_t>(&lit)) return Cmp(i, *l);
+  if (std::holds_alternative<uint64_t>(lit)) return Ord::kLess;  // literal > INT64_MAX
+  if (const auto* d = std::get_if<double>(&lit)) return CmpIntDouble(i, *d);
+  *comparable = false;
+  return Ord::kUnordered;
+}
+
+Ord OrderOf(double d, const Literal& lit, bool* comparable) {
+  *comparable = true;
+  if (const auto* l = std::get_if<int64_t>(&lit)) return Flip(CmpIntDouble(*l, d));
+  if (const auto* u = std::get_if<uint64_t>(&lit)) return CmpBig(d, *u);
+  if (const auto* e = std::get_if<double>(&lit)) {
+    return std::isnan(d) || std::isnan(*e) ? Ord::kUnordered : Cmp(d, *e);
   }
   *comparable = false;
   return Ord::kUnordered;
+}
+
+Ord OrderOf(const std::string& s, const Literal& lit, bool* comparable) {
+  const auto* l = std::get_if<std::string>(&lit);
+  *comparable = l != nullptr;
+  if (!l) return Ord::kUnordered;
+  const int c = s.compare(*l);  // bytewise: char_traits<char> compares as unsigned char
+  return c < 0 ? Ord::kLess : c > 0 ? Ord::kGreater : Ord::kEqual;
+}
+
+Ord OrderOf(bool b, const Literal& lit, bool* comparable) {
+  const auto* l = std::get_if<bool>(&lit);
+  *comparable = l != nullptr;
+  return l && *l == b ? Ord::kEqual : Ord::kUnordered;
 }
 
 bool Apply(CompareOp op, Ord o) {
@@ -76,22 +87,23 @@ bool Apply(CompareOp op, Ord o) {
   return false;
 }
 
-bool ScalarSatisfies(const AttributeScalar& value, const Expr& leaf) {
+template <typename T>
+bool ScalarSatisfies(const T& value, const Expr& leaf) {
   bool comparable = false;
   switch (leaf.kind) {
     case Expr::Kind::kCompare: {
-      const Ord o = Order(value, leaf.literals.front(), &comparable);
+      const Ord o = OrderOf(value, leaf.literals.front(), &comparable);
       return comparable && Apply(leaf.op, o);
     }
     case Expr::Kind::kIn:
       for (const Literal& lit : leaf.literals) {
-        if (Order(value, lit, &comparable) == Ord::kEqual) return true;
+        if (OrderOf(value, lit, &comparable) == Ord::kEqual) return true;
       }
       return false;
     case Expr::Kind::kNotIn: {
       bool any_comparable = leaf.literals.empty();
       for (const Literal& lit : leaf.literals) {
-        if (Order(value, lit, &comparable) == Ord::kEqual) return false;
+        if (OrderOf(value, lit, &comparable) == Ord::kEqual) return false;
         any_comparable = any_comparable || comparable;
       }
       return any_comparable;
@@ -129,16 +141,14 @@ void CollectKeys(const Expr& e, std::set<std::string>* keys) {
 }  // namespace
 
 bool ValueSatisfies(const AttributeValue& value, const Expr& leaf) {
-  if (const auto* list = std::get_if<AttributeList>(&value)) {
-    return std::any_of(list->begin(), list->end(),
-                       [&](const AttributeScalar& e) { return ScalarSatisfies(e, leaf); });
-  }
   return std::visit(
-      [&](const auto& v) {
+      [&leaf](const auto& v) {
         if constexpr (std::is_same_v<std::decay_t<decltype(v)>, AttributeList>) {
-          return false;
+          return std::any_of(v.begin(), v.end(), [&leaf](const AttributeScalar& e) {
+            return std::visit([&leaf](const auto& x) { return ScalarSatisfies(x, leaf); }, e);
+          });
         } else {
-          return ScalarSatisfies(AttributeScalar(v), leaf);
+          return ScalarSatisfies(v, leaf);
         }
       },
       value);

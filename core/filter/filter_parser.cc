@@ -29,8 +29,13 @@ void AppendUtf8(uint32_t cp, std::string* out) {
   } else if (cp < 0x800) {
     out->push_back(char(0xC0 | (cp >> 6)));
     out->push_back(char(0x80 | (cp & 0x3F)));
-  } else {
+  } else if (cp < 0x10000) {
     out->push_back(char(0xE0 | (cp >> 12)));
+    out->push_back(char(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(char(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(char(0xF0 | (cp >> 18)));
+    out->push_back(char(0x80 | ((cp >> 12) & 0x3F)));
     out->push_back(char(0x80 | ((cp >> 6) & 0x3F)));
     out->push_back(char(0x80 | (cp & 0x3F)));
   }
@@ -42,8 +47,9 @@ class Parser {
 
   absl::StatusOr<Expr> Run() {
     if (text_.size() > kMaxFilterBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "filter: ", text_.size(), " bytes, more than the limit of ", kMaxFilterBytes));
+      return absl::InvalidArgumentError(absl::StrCat("filter: at byte ", kMaxFilterBytes,
+                                                     ": longer than the limit of ", kMaxFilterBytes,
+                                                     " bytes (", text_.size(), " bytes)"));
     }
     if (!Next()) return error_;
     Expr e;
@@ -101,8 +107,7 @@ class Parser {
       if (!LexString()) return false;
     } else if (c == '`') {
       if (!LexQuotedKey()) return false;
-    } else if (IsDigit(c) || (c == '-' && pos_ + 1 < text_.size() &&
-                              (IsDigit(text_[pos_ + 1]) || text_[pos_ + 1] == '.'))) {
+    } else if (IsDigit(c) || (c == '-' && pos_ + 1 < text_.size() && IsDigit(text_[pos_ + 1]))) {
       if (!LexNumber()) return false;
     } else if (c == '!' || c == '<' || c == '>') {
       pos_ += (pos_ + 1 < text_.size() && text_[pos_ + 1] == '=') ? 2 : 1;
@@ -151,13 +156,16 @@ class Parser {
           break;
         case 'u': {
           uint32_t cp = 0;
-          if (pos_ + 4 > text_.size() ||
-              std::from_chars(text_.data() + pos_, text_.data() + pos_ + 4, cp, 16).ptr !=
-                  text_.data() + pos_ + 4) {
-            FailAt(esc, "expected 4 hex digits after \\u");
-            return false;
+          if (!Hex4(&cp)) return FailAt(esc, "expected 4 hex digits after \\u");
+          if (cp >= 0xDC00 && cp <= 0xDFFF) return FailAt(esc, "a lone low surrogate \\u");
+          if (cp >= 0xD800 && cp <= 0xDBFF) {  // a pair: \uD83D\uDE00 is one code point
+            uint32_t low = 0;
+            if (pos_ + 2 > text_.size() || text_[pos_] != '\\' || text_[pos_ + 1] != 'u' ||
+                (pos_ += 2, !Hex4(&low)) || low < 0xDC00 || low > 0xDFFF) {
+              return FailAt(esc, "a high surrogate \\u must be followed by a low one");
+            }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
-          pos_ += 4;
           AppendUtf8(cp, &out);
           break;
         }
@@ -173,6 +181,18 @@ class Parser {
     ++pos_;
     tok_.kind = Token::Kind::kString;
     tok_.value = std::move(out);
+    return true;
+  }
+
+  // Four hex digits at pos_ into *cp (and past them); false if they are not there.
+  bool Hex4(uint32_t* cp) {
+    if (pos_ + 4 > text_.size()) return false;
+    for (size_t i = 0; i < 4; ++i) {
+      const char h = text_[pos_ + i];
+      if (!IsDigit(h) && !((h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return false;
+    }
+    std::from_chars(text_.data() + pos_, text_.data() + pos_ + 4, *cp, 16);
+    pos_ += 4;
     return true;
   }
 
@@ -212,6 +232,9 @@ class Parser {
     if (pos_ < text_.size() && text_[pos_] == '.') {
       is_double = true;
       ++pos_;
+      if (pos_ >= text_.size() || !IsDigit(text_[pos_])) {
+        return FailAt(start, "expected digits after the '.' of a number");
+      }
       while (pos_ < text_.size() && IsDigit(text_[pos_])) ++pos_;
     }
     if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
@@ -385,15 +408,18 @@ class Parser {
           *out = u;
           break;
         }
-        return FailAt(t.pos, field.is_id ? "an id is at most 18446744073709551615"
-                                         : "an integer must fit in 64 bits (-2^63 .. 2^63-1)");
+        return FailAt(t.pos, field.is_id
+                                 ? "an id literal must be within -2^63 .. 18446744073709551615"
+                                 : "an integer must fit in 64 bits (-2^63 .. 2^63-1)");
       }
       case Token::Kind::kDouble: {
         // from_chars, not strtod: the same in every locale.
         double d = 0;
         auto r = std::from_chars(t.value.data(), t.value.data() + t.value.size(), d);
         if (r.ec != std::errc() || r.ptr != t.value.data() + t.value.size() || !std::isfinite(d)) {
-          return FailAt(t.pos, "a decimal must be a finite double");
+          return FailAt(t.pos,
+                        "a decimal must be within the range of a double (about 1e-308 "
+                        "to 1.8e308 in magnitude, or 0)");
         }
         *out = d;
         break;

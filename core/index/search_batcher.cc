@@ -83,7 +83,7 @@ void SearchBatcher::Submit(Search search) {
       FailUnstarted(absl::MakeConstSpan(&member, 1),
                     absl::ResourceExhaustedError("out of memory starting a search"));
     }
-    DispatchAll(std::move(first));
+    DispatchLater(std::move(first));
   }
   token->OnCancel([weak_self = weak_from_this(), weak_member = std::weak_ptr<Member>(member)] {
     auto self = weak_self.lock();
@@ -157,6 +157,21 @@ void SearchBatcher::DispatchAll(Batches batches) {
       for (auto& more : Finish(batch, std::move(not_started))) batches.push_back(std::move(more));
     }
   }
+}
+
+void SearchBatcher::DispatchLater(Batches batches) {
+  if (batches.empty()) return;
+  if (options_.run_later) {
+    try {
+      auto shared = std::make_shared<Batches>(std::move(batches));
+      options_.run_later(
+          [self = shared_from_this(), shared] { self->DispatchAll(std::move(*shared)); });
+      return;
+    } catch (const std::bad_alloc&) {
+      // Not posted (the batches were not moved out if make_shared failed): start them here.
+    }
+  }
+  DispatchAll(std::move(batches));
 }
 
 void SearchBatcher::FailUnstarted(absl::Span<const std::shared_ptr<Member>> members,
@@ -272,7 +287,7 @@ IvfSearchRequest SearchBatcher::BuildRequest(const std::shared_ptr<Batch>& share
                         weak_batch = std::weak_ptr<Batch>(shared_batch)] {
     auto self = weak_self.lock();
     auto b = weak_batch.lock();
-    if (self && b) self->DispatchAll(self->ReleaseSlot(*b));
+    if (self && b) self->DispatchLater(self->ReleaseSlot(*b));
   };
   return request;
 }

@@ -68,6 +68,12 @@ class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
     size_t max_batch_queries = 256;  // queries merged into one batch (a bigger search runs alone)
     // Called for every batch dispatched with its searches and queries.
     std::function<void(size_t searches, size_t queries)> observe_batch;
+    // Runs `start` later on the engine's executor. A batch's prepare (a snapshot, a filter's
+    // evaluation) is CPU work for the arena (I-2), not for the thread that submitted the search
+    // (a gRPC reactor) or reported an I/O wait (an I/O or cancelling thread). Empty: at once, on
+    // that thread (tests). Batches that start when one answers are prepared inline: the
+    // engine answers on its executor.
+    std::function<void(std::function<void()> start)> run_later;
   };
 
   struct Search {
@@ -105,6 +111,8 @@ class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
   void TakeBatchesLocked(Batches* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts each batch (each holds one of running_); one that cannot start is finished at once.
   void DispatchAll(Batches batches);
+  // DispatchAll through options_.run_later (inline when it is empty or throws).
+  void DispatchLater(Batches batches);
   // Builds `batch` from `members` and hands it to the engine; not OK: it did not start (no
   // member left, or building it failed) and the caller finishes it with that status.
   absl::Status Start(const std::shared_ptr<Batch>& batch,

@@ -83,6 +83,28 @@ uint64_t AttributeColumns::memory_bytes() const {
   return bytes;
 }
 
+namespace {
+
+uint64_t LiveBitsets(const Expr& e) {
+  uint64_t deepest = 0;
+  for (const Expr& c : e.children) deepest = std::max(deepest, LiveBitsets(c));
+  switch (e.kind) {
+    case Expr::Kind::kAnd:
+    case Expr::Kind::kOr:
+      return 1 + deepest;  // the accumulator, and a child's result
+    case Expr::Kind::kNot:
+      return deepest;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+uint64_t AttributeColumns::BitsetsToSelect(const core::filter::Filter& filter) {
+  return LiveBitsets(filter.root());
+}
+
 RowBits AttributeColumns::Select(const core::filter::Filter& filter, uint64_t rows) const {
   absl::ReaderMutexLock lock(&mu_);
   return Eval(filter.root(), std::min<uint64_t>(rows, ids_.size()));
@@ -112,6 +134,7 @@ RowBits AttributeColumns::Eval(const Expr& e, uint64_t rows) const {
 }
 
 RowBits AttributeColumns::EvalLeaf(const Expr& e, uint64_t rows) const {
+  if (e.field.is_id && e.kind == Expr::Kind::kExists) return RowBits(rows, true);
   RowBits out(rows, false);
   if (e.field.is_id) {
     for (uint64_t r = 0; r < rows; ++r) {

@@ -56,6 +56,10 @@ class AttributeColumns {
   uint64_t rows() const;
   // The rows among the first `rows` (REQUIRES: <= rows()) that satisfy `filter`.
   RowBits Select(const core::filter::Filter& filter, uint64_t rows) const;
+  // How many RowBits of `rows` bits Select(filter) holds at most at once (one per and/or
+  // ancestor of the deepest leaf, plus the leaf's): what a search prices for it (I-9).
+  static uint64_t BitsetsToSelect(const core::filter::Filter& filter);
+
   // Clears the rows of `bits` whose id `dead` says is dead (deleted or superseded).
   void ClearDead(RowBits* bits, const core::IdFilter& dead) const;
   uint64_t memory_bytes() const;

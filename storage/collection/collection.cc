@@ -390,7 +390,10 @@ SearchSnapshot Collection::SearchView(const core::filter::Filter* filter) const 
   for (size_t s = 0; s < current->segments.size(); ++s) {
     auto dead = std::make_shared<SegmentFilter>(tombstones_, current->segment_seqs[s]);
     snap.segments.push_back(current->segments[s]->Ref(dead));
-    if (filter) snap.segments.back().selection = current->segments[s]->Select(*filter, dead.get());
+    if (filter) {
+      snap.segments.back().selection = current->segments[s]->Select(
+          *filter, *dead, tombstones_->Above(current->segment_seqs[s]));
+    }
   }
   snap.memtable.dim = dim_;
   std::vector<std::shared_ptr<const void>> keep;

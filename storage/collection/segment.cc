@@ -153,9 +153,20 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
 }
 
 std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Filter& filter,
-                                                          const core::IdFilter* dead) const {
+                                                          const core::IdFilter& dead,
+                                                          absl::Span<const Tombstone> newer) const {
   RowBits bits = columns_.Select(filter, columns_.rows());
-  if (dead) columns_.ClearDead(&bits, *dead);
+  // Dead rows out: through the tombstones newer than the segment when they are fewer than the
+  // selected rows (one lookup each), else by asking about every selected row.
+  if (newer.size() < bits.Count()) {
+    for (const Tombstone& t : newer) {
+      if (auto it = where_.find(t.id); it != where_.end()) {
+        bits.Clear(raw_row_start_[it->second.partition] + it->second.row);
+      }
+    }
+  } else {
+    columns_.ClearDead(&bits, dead);
+  }
   return std::make_shared<core::RowSelection>(partition_rows_, std::move(bits.words));
 }
 

@@ -33,12 +33,14 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "core/filter/filter.h"
 #include "core/index/ivf_search.h"
 #include "core/index/row_selection.h"
 #include "storage/attributes/attribute_columns.h"
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/memtable.h"
+#include "storage/format/manifest_format.h"
 #include "storage/format/segment_format.h"
 #include "storage/io/file_system.h"
 #include "storage/sched/io_scheduler.h"
@@ -71,10 +73,12 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   core::IvfSegmentRef Ref(std::shared_ptr<const core::IdFilter> dead);
 
   bool Contains(uint64_t id) const { return where_.contains(id); }
-  // The rows `filter` selects, less those `dead` (may be null) says are dead: for a filtered
+  // The rows `filter` selects, less the dead ones: those `dead` says are dead, which are the
+  // rows of the ids in `newer` (the tombstones newer than the segment). For a filtered
   // search's IvfSegmentRef::selection, and Count. CPU only (the columns are in memory).
   std::shared_ptr<const core::RowSelection> Select(const core::filter::Filter& filter,
-                                                   const core::IdFilter* dead) const;
+                                                   const core::IdFilter& dead,
+                                                   absl::Span<const Tombstone> newer) const;
   uint64_t attribute_memory_bytes() const { return columns_.memory_bytes(); }
   // A row by id (blocking pread; run off the arena). NOT_FOUND if the segment has no such id.
   absl::StatusOr<StoredPoint> ReadPoint(uint64_t id, bool include_vector) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -166,6 +167,48 @@ absl::Status CheckSearch(Client& client, const CollectionModel& m, std::mt19937_
   return absl::OkStatus();
 }
 
+// Filtered searches and counts after the restart: the attributes in attrs.dat, the WAL and
+// the memtable's columns must select exactly the live ids whose last write carried them.
+absl::Status CheckFiltered(Client& client, const CollectionModel& m, std::mt19937_64& rng,
+                           VerifyCounts* counts) {
+  const uint64_t tag = rng() % 7;
+  const std::pair<std::string, std::function<bool(uint64_t seq)>> cases[] = {
+      {absl::StrCat("tag = \"w", tag, "\""),
+       [tag](uint64_t seq) { return seq % 2 == 0 && seq % 7 == tag; }},
+      {"not exists(seq) or seq < 40", [](uint64_t seq) { return seq % 2 == 1 || seq < 40; }},
+  };
+  for (const auto& [filter, pred] : cases) {
+    std::set<uint64_t> want;
+    for (size_t i = 0; i < m.slots.size(); ++i) {
+      if (m.slots[i].present && pred(m.slots[i].seq)) want.insert(i + 1);
+    }
+    auto count = client.Count(m.def.name, filter);
+    if (!count.ok())
+      return absl::Status(count.status().code(), "Count: " + count.status().ToString());
+    if (*count != want.size()) {
+      return absl::DataLossError(absl::StrCat(m.def.name, ": Count(", filter, ") = ", *count,
+                                              ", the record says ", want.size()));
+    }
+    std::vector<float> query(m.def.dim, 0.f);
+    SearchOptions options{.k = uint32_t(std::min<size_t>(want.size() + 10, 10000)),
+                          .nprobe = std::max<uint32_t>(1, m.def.nlist),
+                          .filter = filter};
+    auto result = client.Search(m.def.name, query, options);
+    if (!result.ok()) {
+      return absl::Status(result.status().code(), "filtered Search: " + result.status().ToString());
+    }
+    std::set<uint64_t> got;
+    for (const Hit& h : result->hits) got.insert(h.id);
+    if (got != want || result->hits.size() != want.size()) {
+      return absl::DataLossError(absl::StrCat(
+          m.def.name, ": search with filter ", filter, " returned ", result->hits.size(), " hits (",
+          got.size(), " distinct), the record says ", want.size()));
+    }
+    ++counts->searches_checked;
+  }
+  return absl::OkStatus();
+}
+
 // The live count DescribeCollection reports against the record (just adopted from Get).
 absl::Status CheckCount(Client& client, const CollectionModel& m) {
   uint64_t live = 0;
@@ -248,6 +291,7 @@ absl::Status Verify(Client& client, const std::string& data_dir, uint64_t seed,
     if (!m.created) continue;
     if (absl::Status s = CheckContents(client, m, counts); !s.ok()) return s;
     if (absl::Status s = CheckSearch(client, m, rng, counts); !s.ok()) return s;
+    if (absl::Status s = CheckFiltered(client, m, rng, counts); !s.ok()) return s;
     if (absl::Status s = CheckCount(client, m); !s.ok()) return s;
   }
   return absl::OkStatus();

@@ -55,7 +55,9 @@ std::string RandomLeaf(std::mt19937& rng) {
                                   "id not in [1, 2]",
                                   "n in []",
                                   "n not in []",
-                                  "missing = 1"};
+                                  "missing = 1",
+                                  "exists(id)",
+                                  "exists(`id`)"};
   return kLeaves[rng() % (sizeof(kLeaves) / sizeof(kLeaves[0]))];
 }
 

@@ -116,6 +116,13 @@ TEST(Filter, StringEscapes) {
   ExpectError(R"(s = "\x")", 5, "unknown escape");
   ExpectError(R"(s = "\u12")", 5, "4 hex digits");
   ExpectError("s = \"abc", 4, "never closed");
+  // A surrogate pair is one code point, in 4 UTF-8 bytes; a lone surrogate is refused.
+  auto emoji = Filter::Parse(R"(s = "\ud83d\ude00")");
+  ASSERT_TRUE(emoji.ok()) << emoji.status();
+  EXPECT_TRUE(emoji->Matches(1, {{"s", std::string("\xf0\x9f\x98\x80")}}));
+  ExpectError(R"(s = "\ud83d")", 5, "followed by a low one");
+  ExpectError(R"(s = "\ud83dx")", 5, "followed by a low one");
+  ExpectError(R"(s = "\ude00")", 5, "lone low surrogate");
 }
 
 TEST(Filter, EveryErrorNamesItsByte) {
@@ -131,10 +138,14 @@ TEST(Filter, EveryErrorNamesItsByte) {
   ExpectError("n = 3 & m = 1", 6, "a field, a literal or an operator");
   ExpectError("n ! 3", 2, "'!='");
   ExpectError("n = 9223372036854775808", 4, "64 bits");
-  ExpectError("id = 18446744073709551616", 5, "at most");
+  ExpectError("id = 18446744073709551616", 5, "within -2^63 .. 18446744073709551615");
   ExpectError("id = \"x\"", 5, "id compares only with integers");
   ExpectError("b < true", 4, "only with = and !=");
-  ExpectError("x = 1e999", 4, "finite");
+  ExpectError("x = 1e999", 4, "range of a double");
+  ExpectError("x = 1e-400", 4, "range of a double");
+  ExpectError("x = 1.", 4, "digits after the '.'");
+  ExpectError("x = -.5", 4, "a field, a literal or an operator");
+  ExpectError("id = -9223372036854775809", 5, "within -2^63");
   ExpectError("x = 1e", 4, "exponent");
   ExpectError("x = 12ab", 4, "runs into letters");
   ExpectError("`` = 1", 0, "1 to 256 bytes");
@@ -161,7 +172,8 @@ TEST(Filter, LimitsOnSizeAndDepth) {
   big.replace(0, 5, "n = 3");
   auto f = Filter::Parse(big);
   ASSERT_FALSE(f.ok());
-  EXPECT_THAT(std::string(f.status().message()), HasSubstr("4097 bytes"));
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("at byte 4096"));
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("(4097 bytes)"));
 }
 
 }  // namespace

@@ -255,6 +255,31 @@ TEST(SearchBatcher, ABatchWaitingForTheDiskLetsTheNextOneStart) {
   EXPECT_EQ(batcher->waiting(), 0u);
 }
 
+TEST(SearchBatcher, RunLaterPreparesSubmittedAndIoWaitBatchesOnTheEnginesExecutor) {
+  HeldEngine engine;
+  std::vector<std::function<void()>> later;
+  SearchBatcher::Options options{1, 256};
+  options.run_later = [&later](std::function<void()> start) { later.push_back(std::move(start)); };
+  auto batcher = std::make_shared<SearchBatcher>(engine.engine(), options);
+  int owner = 0;
+  Outcome a, b;
+  batcher->Submit(MakeSearch(Key(&owner), {1}, &a));
+  EXPECT_EQ(engine.calls(), 0u);  // not on the submitting thread
+  ASSERT_EQ(later.size(), 1u);
+  later[0]();
+  ASSERT_EQ(engine.calls(), 1u);
+  batcher->Submit(MakeSearch(Key(&owner), {2}, &b));
+  engine.IoWait(0);
+  EXPECT_EQ(engine.calls(), 1u);  // nor on the thread that reported the wait
+  ASSERT_EQ(later.size(), 2u);
+  later[1]();
+  ASSERT_EQ(engine.calls(), 2u);
+  engine.Answer(0);
+  engine.Answer(1);
+  EXPECT_EQ(Ids(a), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(Ids(b), (std::vector<uint64_t>{2}));
+}
+
 TEST(SearchBatcher, ACancelledWaitingSearchAnswersAtOnceAndNeverReachesTheEngine) {
   HeldEngine engine;
   auto batcher = MakeBatcher(engine);

@@ -137,7 +137,8 @@ class Client:
     def upsert(self, name: str, ids, vectors, attributes=None, batch_size: Optional[int] = None,
                progress=None) -> int:
         """Inserts or replaces points: ids (n,) unsigned integers, vectors (n, dim) floats
-        (numpy arrays or lists), attributes None or n dicts of str -> int | float | str | bool.
+        (numpy arrays or lists), attributes None or n dicts of str -> int | float | str | bool,
+        or a list of them (several tags: a filter matches a list when any element does).
 
         Input larger than `batch_size` points (default: about 2 MiB per message) is streamed as
         several messages over one UpsertStream call; durable when this returns. `progress` is
