@@ -268,39 +268,48 @@ void ShoalService::Get(CallbackServerContext* ctx, UnaryReactor* r, const v1::Ge
     r->FinishWith(cost.status());
     return;
   }
-  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(ctx->peer());
-  if (!peer_slot.ok()) {
-    metrics_->CountRefusal(Refusal::kPeerSlots);
-    r->FinishWith(peer_slot.status());
-    return;
-  }
-  absl::StatusOr<InflightBytes::Reservation> reservation = inflight_bytes_.Acquire(*cost);
-  if (!reservation.ok()) {
-    metrics_->CountRefusal(Refusal::kInflightBytes);
-    r->FinishWith(reservation.status());
+  absl::StatusOr<Shares> shares = TakeShares(ctx->peer(), *cost);
+  if (!shares.ok()) {
+    r->FinishWith(shares.status());
     return;
   }
   // Rows in segments are read with blocking preads: off the gRPC thread, off the arena.
-  admin_->Submit(Guarded(r, [this, r, req, resp, collection = *c, peer_slot = *std::move(peer_slot),
-                             reservation = *std::move(reservation)]() mutable {
-    std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
-    absl::Status status;
-    uint64_t wire_bytes = 0;
-    for (const auto& p : collection->Get(ids, req->include_vectors())) {
-      // Attributes are not in the estimate: count the real size as the response grows.
-      wire_bytes += p.vector.size() * sizeof(float) + p.attributes.size() + 16;
-      if (wire_bytes > options_.limits.max_response_bytes) {
-        status = absl::ResourceExhaustedError(absl::StrCat(
-            "the response would be over server.max_message_bytes (",
-            options_.limits.max_response_bytes, " bytes); ask for fewer ids per request"));
-        break;
-      }
-      StoredPointToProto(p, resp->add_points());
-    }
-    reservation.Release();
-    peer_slot.Release();
-    r->FinishWith(status);
-  }));
+  admin_->Submit(
+      Guarded(r, [this, r, req, resp, collection = *c, peer_slot = std::move(shares->peer_slot),
+                  reservation = std::move(shares->reservation)]() mutable {
+        std::vector<uint64_t> ids(req->ids().begin(), req->ids().end());
+        absl::Status status;
+        uint64_t wire_bytes = 0;
+        for (const auto& p : collection->Get(ids, req->include_vectors())) {
+          // Attributes are not in the estimate: count the real size as the response grows.
+          wire_bytes += p.vector.size() * sizeof(float) + p.attributes.size() + 16;
+          if (wire_bytes > options_.limits.max_response_bytes) {
+            status = absl::ResourceExhaustedError(absl::StrCat(
+                "the response would be over server.max_message_bytes (",
+                options_.limits.max_response_bytes, " bytes); ask for fewer ids per request"));
+            break;
+          }
+          StoredPointToProto(p, resp->add_points());
+        }
+        reservation.Release();
+        peer_slot.Release();
+        r->FinishWith(status);
+      }));
+}
+
+absl::StatusOr<ShoalService::Shares> ShoalService::TakeShares(const std::string& peer,
+                                                              uint64_t bytes) {
+  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(peer);
+  if (!peer_slot.ok()) {
+    metrics_->CountRefusal(Refusal::kPeerSlots);
+    return peer_slot.status();
+  }
+  absl::StatusOr<InflightBytes::Reservation> reservation = inflight_bytes_.Acquire(bytes);
+  if (!reservation.ok()) {
+    metrics_->CountRefusal(Refusal::kInflightBytes);
+    return reservation.status();
+  }
+  return Shares{*std::move(peer_slot), *std::move(reservation)};
 }
 
 void ShoalService::Count(CallbackServerContext* ctx, UnaryReactor* r, const v1::CountRequest* req,
@@ -312,33 +321,26 @@ void ShoalService::Count(CallbackServerContext* ctx, UnaryReactor* r, const v1::
     r->FinishWith(filter.status());
     return;
   }
-  absl::StatusOr<PeerSlots::Slot> peer_slot = peer_slots_.Acquire(ctx->peer());
-  if (!peer_slot.ok()) {
-    metrics_->CountRefusal(Refusal::kPeerSlots);
-    r->FinishWith(peer_slot.status());
-    return;
-  }
   // The filter's bitsets over every row (I-9), as a search prices them.
   const storage::CollectionStats stats = (*c)->Stats();
   const uint64_t rows = stats.num_vectors + stats.memtable_rows;
   const uint64_t cost =
       *filter ? (1 + storage::AttributeColumns::BitsetsToSelect(**filter)) * (rows / 8 + 64) : 0;
-  absl::StatusOr<InflightBytes::Reservation> reservation = inflight_bytes_.Acquire(cost);
-  if (!reservation.ok()) {
-    metrics_->CountRefusal(Refusal::kInflightBytes);
-    r->FinishWith(reservation.status());
+  absl::StatusOr<Shares> shares = TakeShares(ctx->peer(), cost);
+  if (!shares.ok()) {
+    r->FinishWith(shares.status());
     return;
   }
   // A pass over every row's attribute columns: CPU work off the gRPC thread (and off the
   // arena, whose threads are the searches').
-  admin_->Submit(Guarded(
-      r, [r, resp, collection = *c, filter = *std::move(filter), peer_slot = *std::move(peer_slot),
-          reservation = *std::move(reservation)]() mutable {
-        resp->set_count(collection->Count(filter.get()));
-        reservation.Release();
-        peer_slot.Release();
-        r->FinishWith(absl::OkStatus());
-      }));
+  admin_->Submit(Guarded(r, [r, resp, collection = *c, filter = *std::move(filter),
+                             peer_slot = std::move(shares->peer_slot),
+                             reservation = std::move(shares->reservation)]() mutable {
+    resp->set_count(collection->Count(filter.get()));
+    reservation.Release();
+    peer_slot.Release();
+    r->FinishWith(absl::OkStatus());
+  }));
 }
 
 namespace {
@@ -552,23 +554,31 @@ void ShoalService::RunSearch(SearchCall call, SearchDone done) {
                  std::move(results));
   };
   std::vector<float> queries = EngineQueries(*collection, *req);
+  const bool filtered = *filter != nullptr;
   if (!batcher_) {
-    // The snapshot (and a filter's evaluation) is CPU work: on the arena, not this thread.
-    return cpu_->Submit(
-        GuardedSearch(once, [this, prepare = std::move(prepare), queries = std::move(queries),
-                             n = size_t(req->queries_size()), cancel = call.cancel,
-                             done = GuardedSearch(once, std::move(finish))]() mutable {
-          core::IvfSearchRequest search = prepare();
-          search.queries = std::move(queries);
-          search.num_queries = n;
-          search.cancel = std::move(cancel);
-          core::IvfSearch(*cpu_, std::move(search), std::move(done));
-        }));
+    auto start = [this, prepare = std::move(prepare), queries = std::move(queries),
+                  n = size_t(req->queries_size()), cancel = call.cancel,
+                  done = GuardedSearch(once, std::move(finish))]() mutable {
+      core::IvfSearchRequest search = prepare();
+      search.queries = std::move(queries);
+      search.num_queries = n;
+      search.cancel = std::move(cancel);
+      core::IvfSearch(*cpu_, std::move(search), std::move(done));
+    };
+    // A filter's evaluation is CPU work: on the arena, not this thread (a snapshot alone is
+    // cheaper than the hop).
+    if (filtered) return cpu_->Submit(GuardedSearch(once, std::move(start)));
+    return GuardedSearch(once, std::move(start))();
   }
-  batcher_->Submit({core::BatchKey{collection.get(), size_t(req->k()), nprobe, req->refine_factor(),
-                                   req->filter()},
-                    std::move(prepare), std::move(queries), size_t(req->queries_size()),
-                    call.cancel, GuardedSearch(once, std::move(finish))});
+  core::SearchBatcher::Search search{core::BatchKey{collection.get(), size_t(req->k()), nprobe,
+                                                    req->refine_factor(), req->filter()},
+                                     std::move(prepare),
+                                     filtered,
+                                     std::move(queries),
+                                     size_t(req->queries_size()),
+                                     call.cancel,
+                                     GuardedSearch(once, std::move(finish))};
+  batcher_->Submit(std::move(search));
 }
 
 void ShoalService::FinishSearch(const std::shared_ptr<OnceDone>& once, const v1::SearchRequest* req,

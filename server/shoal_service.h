@@ -166,6 +166,14 @@ class ShoalService final {
     ShoalService* service_;
   };
 
+  // A Get's or Count's shares: the connection's slot (server.max_inflight_per_peer) and its
+  // estimated bytes (I-9), each counted as a refusal when it is not granted.
+  struct Shares {
+    PeerSlots::Slot peer_slot;
+    InflightBytes::Reservation reservation;
+  };
+  absl::StatusOr<Shares> TakeShares(const std::string& peer, uint64_t bytes);
+
   void FillInfo(const storage::Collection& c, v1::CollectionInfo* info) const;
   // Search with include_vectors / include_attributes: the hits' stored points (blocking reads).
   // RESOURCE_EXHAUSTED when they would take the response past `max_response_bytes`.

@@ -265,39 +265,27 @@ class Parser {
   }
 
   // or_expr := and_expr ('or' and_expr)*
-  bool ParseOr(Expr* out) {
-    Expr first;
-    if (!ParseAnd(&first)) return false;
-    if (!IsWord("or")) {
-      *out = std::move(first);
-      return true;
-    }
-    out->kind = Expr::Kind::kOr;
-    out->children.push_back(std::move(first));
-    while (IsWord("or")) {
-      if (!Next()) return false;
-      Expr next;
-      if (!ParseAnd(&next)) return false;
-      out->children.push_back(std::move(next));
-    }
-    return true;
-  }
+  bool ParseOr(Expr* out) { return ParseChain("or", Expr::Kind::kOr, &Parser::ParseAnd, out); }
 
   // and_expr := unary ('and' unary)*
-  bool ParseAnd(Expr* out) {
+  bool ParseAnd(Expr* out) { return ParseChain("and", Expr::Kind::kAnd, &Parser::ParseUnary, out); }
+
+  // operand (word operand)*: one `kind` node over two or more operands (a flat chain is one
+  // level of depth), or the operand itself.
+  bool ParseChain(std::string_view word, Expr::Kind kind, bool (Parser::*operand)(Expr*),
+                  Expr* out) {
     Expr first;
-    if (!ParseUnary(&first)) return false;
-    if (!IsWord("and")) {
+    if (!(this->*operand)(&first)) return false;
+    if (!IsWord(word)) {
       *out = std::move(first);
       return true;
     }
-    out->kind = Expr::Kind::kAnd;
+    out->kind = kind;
     out->children.push_back(std::move(first));
-    while (IsWord("and")) {
+    while (IsWord(word)) {
       if (!Next()) return false;
-      Expr next;
-      if (!ParseUnary(&next)) return false;
-      out->children.push_back(std::move(next));
+      out->children.emplace_back();
+      if (!(this->*operand)(&out->children.back())) return false;
     }
     return true;
   }

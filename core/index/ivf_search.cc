@@ -78,6 +78,60 @@ struct Work {
   std::vector<ScanQuery> scan;  // queries[j] as ScorePartition takes it (and tickets point to)
 };
 
+// One query's walk over a segment's route (IvfSearchJob::Plan): partitions nearest first,
+// passing over those without a selected row, until it has `nprobe` of them and `enough`
+// selected rows (unfiltered: the nprobe nearest non-empty ones).
+struct RouteWalk {
+  uint32_t segment = 0, query = 0;
+  size_t nprobe = 0;
+  uint64_t enough = 0;
+  size_t taken = 0;
+  uint64_t matched = 0;
+  uint32_t skipped = 0;  // partitions passed over
+  bool widened = false;  // passed over one, or took more than nprobe
+  bool done = false;     // had nprobe and enough before the route ran out
+};
+
+// Walks `route` (`len` probes) for walk->query, adding its work items; a partition the query
+// already took (an earlier, shorter route) counts again but is not added twice.
+void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWalk* walk,
+               std::vector<int64_t>* work_of, std::vector<Work>* work) {
+  const RowSelection* select = seg.selection.get();
+  for (uint32_t rank = 0; rank < len; ++rank) {
+    if (walk->taken >= walk->nprobe && walk->matched >= walk->enough) {
+      walk->done = true;
+      return;
+    }
+    const uint32_t p = route[rank].partition;
+    if (seg.partition_rows[p] == 0) continue;
+    if (select && select->matches_in(p) == 0) {
+      ++walk->skipped;
+      walk->widened = true;
+      continue;
+    }
+    if (select && walk->taken >= walk->nprobe) walk->widened = true;
+    ++walk->taken;
+    if (select) walk->matched += select->matches_in(p);
+    int64_t& index = (*work_of)[p];
+    if (index >= 0 && (*work)[size_t(index)].queries.back() == walk->query) continue;
+    if (index < 0) {
+      index = int64_t(work->size());
+      Work w;
+      w.segment = walk->segment;
+      w.partition = p;
+      w.bytes = seg.partition_bytes[p];
+      w.rank = rank;
+      w.matching = select ? select->matches_in(p) : 0;
+      work->push_back(std::move(w));
+    }
+    Work& w = (*work)[size_t(index)];
+    w.rank = std::min(w.rank, rank);
+    w.queries.push_back(walk->query);
+    w.coarse_keys.push_back(route[rank].key);
+  }
+  walk->done = walk->taken >= walk->nprobe && walk->matched >= walk->enough;
+}
+
 struct ReadyItem {
   size_t work = 0;
   PartitionData data;
@@ -178,11 +232,13 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       // Exact (FLAT) segments are scanned whole: their partitions are slices, not clusters.
       const size_t nprobe =
           model.exact ? nlist : std::min<size_t>(std::max<uint32_t>(1, req_.nprobe), nlist);
-      // Filtered: every partition is ranked, and a query takes them nearest first, passing over
-      // those without a selected row, until it has nprobe and `budget` selected rows.
+      // Filtered: a query takes partitions nearest first, passing over those without a selected
+      // row, until it has nprobe and `enough` selected rows (WalkRoute). Routed first to a few
+      // times nprobe; a query that runs out is routed again over every partition.
       const RowSelection* select = seg.selection.get();
       if (select) rows_matched += select->matches();
-      const size_t depth = select ? nlist : nprobe;
+      const size_t depth =
+          select ? std::min(nlist, std::max<size_t>(4 * nprobe, nprobe + 32)) : nprobe;
       const uint64_t budget =
           select ? std::min<uint64_t>(select->matches(),
                                       uint64_t(req_.options.filter_rows_per_k) * req_.k)
@@ -199,35 +255,18 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
             select ? std::max(std::min<uint64_t>(req_.k, select->matches()),
                               std::min(budget, UnfilteredRows(seg, route, depth, nprobe)))
                    : 0;
-        size_t taken = 0;
-        uint64_t matched = 0;
-        for (uint32_t rank = 0; rank < depth; ++rank) {
-          if (taken >= nprobe && matched >= enough) break;
-          const uint32_t p = route[rank].partition;
-          if (seg.partition_rows[p] == 0) continue;
-          if (select && select->matches_in(p) == 0) {
-            ++skipped[q];
-            widened[q] = true;
-            continue;
-          }
-          if (select && taken >= nprobe) widened[q] = true;
-          ++taken;
-          if (select) matched += select->matches_in(p);
-          if (work_of[p] < 0) {
-            work_of[p] = int64_t(work.size());
-            Work w;
-            w.segment = s;
-            w.partition = p;
-            w.bytes = seg.partition_bytes[p];
-            w.rank = rank;
-            w.matching = select ? select->matches_in(p) : 0;
-            work.push_back(std::move(w));
-          }
-          Work& w = work[size_t(work_of[p])];
-          w.rank = std::min(w.rank, rank);
-          w.queries.push_back(q);
-          w.coarse_keys.push_back(route[rank].key);
+        RouteWalk walk{s, q, nprobe, enough};
+        WalkRoute(seg, route, depth, &walk, &work_of, &work);
+        if (select && !walk.done && depth < nlist) {
+          std::vector<Probe> every;
+          RouteQueries(model, req_.queries.data() + size_t(q) * dim, 1, nlist, &every);
+          walk.taken = 0;
+          walk.matched = 0;
+          walk.skipped = 0;
+          WalkRoute(seg, every.data(), nlist, &walk, &work_of, &work);
         }
+        skipped[q] += walk.skipped;
+        widened[q] = widened[q] || walk.widened;
       }
       prepared_.push_back(std::make_unique<PreparedQueries>(model, req_.queries.data(), nq));
     }

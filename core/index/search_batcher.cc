@@ -83,7 +83,11 @@ void SearchBatcher::Submit(Search search) {
       FailUnstarted(absl::MakeConstSpan(&member, 1),
                     absl::ResourceExhaustedError("out of memory starting a search"));
     }
-    DispatchLater(std::move(first));
+    if (member->search.heavy_prepare) {
+      DispatchLater(std::move(first));
+    } else {
+      DispatchAll(std::move(first));  // a snapshot: cheaper than a hop to the arena
+    }
   }
   token->OnCancel([weak_self = weak_from_this(), weak_member = std::weak_ptr<Member>(member)] {
     auto self = weak_self.lock();

@@ -68,11 +68,11 @@ class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
     size_t max_batch_queries = 256;  // queries merged into one batch (a bigger search runs alone)
     // Called for every batch dispatched with its searches and queries.
     std::function<void(size_t searches, size_t queries)> observe_batch;
-    // Runs `start` later on the engine's executor. A batch's prepare (a snapshot, a filter's
-    // evaluation) is CPU work for the arena (I-2), not for the thread that submitted the search
-    // (a gRPC reactor) or reported an I/O wait (an I/O or cancelling thread). Empty: at once, on
-    // that thread (tests). Batches that start when one answers are prepared inline: the
-    // engine answers on its executor.
+    // Runs `start` later on the engine's executor. A heavy prepare (a filter's evaluation) is
+    // CPU work for the arena (I-2), not for the thread that submitted the search (a gRPC
+    // reactor), and no prepare runs on a thread that reported an I/O wait (an I/O or
+    // cancelling thread). Empty: at once, on that thread (tests). Batches that start when one
+    // answers are prepared inline: the engine answers on its executor.
     std::function<void(std::function<void()> start)> run_later;
   };
 
@@ -81,6 +81,9 @@ class SearchBatcher : public std::enable_shared_from_this<SearchBatcher> {
     // The engine request of a batch of this key, without queries and token: built at dispatch,
     // from the first member of the batch. Equal keys must prepare equivalent requests.
     std::function<IvfSearchRequest()> prepare;
+    // prepare does real CPU work (a filter's evaluation): a search that starts at once is then
+    // prepared through Options::run_later, not on the submitting thread.
+    bool heavy_prepare = false;
     std::vector<float> queries;  // num_queries x the request's dim (cosine: normalised)
     size_t num_queries = 0;
     std::shared_ptr<const CancelToken> cancel;  // not null

@@ -46,8 +46,8 @@ struct Fixture {
   std::shared_ptr<FakePartitionSource> source;
   FlatView memtable;
 
-  explicit Fixture(VectorEncoding encoding, Mode mode = Mode::kInline) {
-    auto model = Train(data, 32, encoding);
+  explicit Fixture(VectorEncoding encoding, Mode mode = Mode::kInline, uint32_t nlist = 32) {
+    auto model = Train(data, nlist, encoding);
     segment =
         std::make_shared<InMemorySegment>(model, data.vectors.data(), data.ids.data(), kInSegment);
     source = std::make_shared<FakePartitionSource>(segment, mode);
@@ -155,6 +155,32 @@ TEST(FilteredSearch, OneProbeStillAnswersKWhenTheSegmentHasThem) {
     ASSERT_TRUE(results.ok()) << results.status();
     for (const QueryResult& r : *results) {
       EXPECT_EQ(r.neighbors.size(), std::min<size_t>(10, in_segment)) << one_in;
+    }
+  }
+}
+
+TEST(FilteredSearch, AQueryShortOfMatchesInItsFirstRouteIsRoutedOverEveryPartition) {
+  // 128 partitions, nprobe 4: the first route holds 36 of them; a handful of selected rows
+  // spread over the rest must still all be found.
+  Fixture f(VectorEncoding::kFlat, Mode::kInline, 128);
+  TbbExecutor executor(1);
+  const size_t nq = 8;
+  const auto queries = f.data.Queries(nq, 14);
+  for (uint64_t one_in : {3000ull, 500ull}) {
+    absl::flat_hash_set<uint64_t> selected;
+    IvfSearchRequest req = f.Filtered(queries, nq, one_in, &selected);
+    req.memtable_selection = std::make_shared<RowSelection>(std::vector<uint64_t>{1000});
+    absl::flat_hash_set<uint64_t> in_segment;
+    for (const auto& ids : f.segment->ids) {
+      for (uint64_t id : ids) {
+        if (selected.contains(id)) in_segment.insert(id);
+      }
+    }
+    auto results = RunSync(executor, std::move(req));
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (size_t q = 0; q < nq; ++q) {
+      EXPECT_EQ(Ids((*results)[q]), ExactAmong(f.data, &queries[q * kDim], 10, in_segment))
+          << one_in << " q" << q;
     }
   }
 }

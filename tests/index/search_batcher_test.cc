@@ -262,22 +262,29 @@ TEST(SearchBatcher, RunLaterPreparesSubmittedAndIoWaitBatchesOnTheEnginesExecuto
   options.run_later = [&later](std::function<void()> start) { later.push_back(std::move(start)); };
   auto batcher = std::make_shared<SearchBatcher>(engine.engine(), options);
   int owner = 0;
-  Outcome a, b;
-  batcher->Submit(MakeSearch(Key(&owner), {1}, &a));
-  EXPECT_EQ(engine.calls(), 0u);  // not on the submitting thread
+  Outcome a, b, c;
+  SearchBatcher::Search heavy = MakeSearch(Key(&owner), {1}, &a);
+  heavy.heavy_prepare = true;
+  batcher->Submit(std::move(heavy));
+  EXPECT_EQ(engine.calls(), 0u);  // a heavy prepare does not run on the submitting thread
   ASSERT_EQ(later.size(), 1u);
   later[0]();
   ASSERT_EQ(engine.calls(), 1u);
   batcher->Submit(MakeSearch(Key(&owner), {2}, &b));
   engine.IoWait(0);
-  EXPECT_EQ(engine.calls(), 1u);  // nor on the thread that reported the wait
+  EXPECT_EQ(engine.calls(), 1u);  // nor any on the thread that reported the wait
   ASSERT_EQ(later.size(), 2u);
   later[1]();
   ASSERT_EQ(engine.calls(), 2u);
   engine.Answer(0);
   engine.Answer(1);
+  batcher->Submit(MakeSearch(Key(&owner), {3}, &c));  // a plain snapshot starts inline
+  EXPECT_EQ(engine.calls(), 3u);
+  EXPECT_EQ(later.size(), 2u);
+  engine.Answer(2);
   EXPECT_EQ(Ids(a), (std::vector<uint64_t>{1}));
   EXPECT_EQ(Ids(b), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(Ids(c), (std::vector<uint64_t>{3}));
 }
 
 TEST(SearchBatcher, ACancelledWaitingSearchAnswersAtOnceAndNeverReachesTheEngine) {
