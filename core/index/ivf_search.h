@@ -34,10 +34,11 @@
 // I/O scheduler (server/server.cc shutdown).
 //
 // Filters (request.filtered): each segment's RowSelection (core/index/row_selection.h) and the
-// memtable's decide which rows may answer. Every partition is ranked; a query takes them
-// nearest first, passing over those without a selected row (partitions_skipped), until it has
-// its nprobe and enough selected rows (IvfSearchOptions::filter_rows_per_k; at least k, or all
-// the segment has, so every query gets min(k, selected rows): I-10). Selected rows are tested
+// memtable's decide which rows may answer. A query takes partitions nearest first (routed to
+// 4x nprobe, and over every partition if that runs out), passing over those without a
+// selected row (partitions_skipped), until it has its nprobe and enough selected rows
+// (IvfSearchOptions::filter_rows_per_k; at least k, or all the segment has, so every query
+// gets min(k, selected rows): I-10). Selected rows are tested
 // per row in the scan, for the request's own queries and for joiners of its shared scans, each
 // with its own selection: requests with different filters still share a partition's read and
 // scan. The stats say which plan ran (kIvfBitmap: the nprobe nearest; kSelectiveIvf: widened).
