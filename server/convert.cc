@@ -141,6 +141,9 @@ void ToProto(const core::QueryStats& stats, v1::QueryStats* out) {
   switch (stats.plan) {
     case core::FilterPlan::kNone:
       return;
+    case core::FilterPlan::kExactMatches:
+      out->set_plan("exact_matches");
+      break;
     case core::FilterPlan::kIvfBitmap:
       out->set_plan("ivf_bitmap");
       break;

@@ -398,7 +398,10 @@ SearchShape ShapeOf(const storage::Collection& collection, const storage::Search
     if (filtered) {
       uint64_t rows = 0;
       for (uint64_t n : seg.partition_rows) rows += n;
-      shape.selection_bytes += bitsets * (rows / 8 + 8) + 16 * nlist;
+      // Few matches are also listed, by id and by row (the exact_matches plan).
+      const uint64_t listed = std::min<uint64_t>(rows, core::RowSelection::kMaxListed);
+      shape.selection_bytes +=
+          bitsets * (rows / 8 + 8) + 16 * nlist + listed * (8 + sizeof(core::RowRef));
     }
   }
   if (filtered) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/seeded_bug.h"
 #include "core/index/coarse_router.h"
@@ -27,6 +28,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMemtableRowsPerWork = 16384;
+// The exact_matches plan reads a segment's selected rows in work items of at most this many.
+constexpr size_t kListedRowsPerWork = 512;
 
 std::atomic<uint64_t> g_next_query_seq{1};
 
@@ -63,11 +66,31 @@ uint64_t UnfilteredRows(const IvfSegmentRef& seg, const Probe* route, size_t dep
   return rows;
 }
 
-// One unit of scanning: a segment's partition, or a range of memtable rows.
+// The most selected rows for which a segment takes the exact_matches plan (reads just those
+// rows' vectors): past it, a walk of the segment's partitions costs less. A filtered walk
+// scans at least min(`budget`, its matches) selected rows, so at or under the budget reading
+// the matches alone is never more work; past it, while the matches' vectors (random reads of
+// full precision) come to at most half the bytes an unfiltered query scans.
+uint64_t ExactMatchesLimit(const IvfSegmentRef& seg, size_t nprobe, uint64_t budget, uint32_t dim) {
+  uint64_t rows = 0, bytes = 0;
+  for (size_t p = 0; p < seg.partition_rows.size(); ++p) {
+    rows += seg.partition_rows[p];
+    bytes += seg.partition_bytes[p];
+  }
+  if (rows == 0) return 0;
+  const size_t nlist = std::max<size_t>(1, seg.partition_rows.size());
+  const uint64_t scanned_bytes = seg.model->exact ? bytes : bytes * nprobe / nlist;
+  const uint64_t by_bytes = scanned_bytes / (2 * uint64_t(dim) * sizeof(float));
+  return std::min<uint64_t>(RowSelection::kMaxListed, std::max(budget, by_bytes));
+}
+
+// One unit of scanning: a segment's partition, a run of a segment's selected rows (the
+// exact_matches plan), or a range of memtable rows.
 struct Work {
   uint32_t segment = kExact;  // kExact: memtable block `partition`, rows [row_begin, +rows)
   uint32_t partition = 0;
-  size_t row_begin = 0, rows = 0;
+  size_t row_begin = 0, rows = 0;  // listed: the segment's selected rows [row_begin, +rows)
+  bool listed = false;
   uint64_t bytes = 0;
   uint32_t rank = 0;      // nearest probe rank among its queries
   uint64_t matching = 0;  // filtered request: selected rows among the work's rows
@@ -136,6 +159,7 @@ struct ReadyItem {
   size_t work = 0;
   PartitionData data;
   std::shared_ptr<SharedScan> entry;  // segment work: the shared scan it answered
+  RawRows raw;                        // listed work: its rows' vectors
 };
 
 // A registered segment work item, as the job tracks it (all answers go through the ticket).
@@ -225,6 +249,8 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     std::vector<uint32_t> skipped(nq, 0);
     std::vector<bool> widened(nq, false);
     uint64_t rows_matched = req_.memtable_selection ? req_.memtable_selection->matches() : 0;
+    bool walked = false;  // filtered: some segment's partitions were walked
+    std::vector<Work> listed_work;
     for (uint32_t s = 0; s < req_.segments.size(); ++s) {
       const IvfSegmentRef& seg = req_.segments[s];
       const IvfModel& model = *seg.model;
@@ -243,6 +269,15 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
           select ? std::min<uint64_t>(select->matches(),
                                       uint64_t(req_.options.filter_rows_per_k) * req_.k)
                  : 0;
+      if (select && select->listed() &&
+          select->matches() <= ExactMatchesLimit(seg, nprobe,
+                                                 uint64_t(req_.options.filter_rows_per_k) * req_.k,
+                                                 uint32_t(dim))) {
+        AddListedWork(s, *select, &listed_work);
+        prepared_.push_back(nullptr);  // nothing of this segment is scanned from its codes
+        continue;
+      }
+      walked = walked || select != nullptr;
       std::vector<int64_t> work_of(nlist, -1);
       // Batched coarse search (one sgemm per block of queries); may throw bad_alloc, which
       // Route's Catching turns into the request's status.
@@ -278,6 +313,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     // far ones.
     std::stable_sort(work.begin(), work.end(),
                      [](const Work& a, const Work& b) { return a.rank < b.rank; });
+    // The exact_matches rows first: each is as near as a query's nearest partition.
+    work.insert(work.begin(), std::make_move_iterator(listed_work.begin()),
+                std::make_move_iterator(listed_work.end()));
 
     // Memtable ranges go first in work_ and are ready at once; segment work follows, fetched
     // in plan order from next_fetch_.
@@ -307,7 +345,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     absl::MutexLock lock(&mu_);
     if (req_.filtered) {
       for (uint32_t q = 0; q < nq; ++q) {
-        stats_[q].plan = widened[q] ? FilterPlan::kSelectiveIvf : FilterPlan::kIvfBitmap;
+        stats_[q].plan = !walked      ? FilterPlan::kExactMatches
+                         : widened[q] ? FilterPlan::kSelectiveIvf
+                                      : FilterPlan::kIvfBitmap;
         stats_[q].rows_matched = rows_matched;
         stats_[q].partitions_skipped = skipped[q];
       }
@@ -318,6 +358,26 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     for (Work& w : work) work_.push_back(std::move(w));
     tickets_.assign(work_.size(), TicketState::kNone);
     entries_.resize(work_.size());
+  }
+
+  // The exact_matches plan for segment `s`: its selected rows, in runs of kListedRowsPerWork,
+  // each read (full precision) and scored exactly for every query.
+  void AddListedWork(uint32_t s, const RowSelection& select, std::vector<Work>* out) {
+    std::vector<uint32_t> all(req_.num_queries);
+    for (uint32_t q = 0; q < all.size(); ++q) all[q] = q;
+    const uint64_t row_bytes = uint64_t(req_.dim) * sizeof(float);
+    for (size_t r = 0; r < select.matches(); r += kListedRowsPerWork) {
+      Work w;
+      w.segment = s;
+      w.listed = true;
+      w.row_begin = r;
+      w.rows = std::min<size_t>(kListedRowsPerWork, select.matches() - r);
+      w.matching = w.rows;
+      w.bytes = w.rows * row_bytes;
+      w.queries = all;
+      out->push_back(std::move(w));
+    }
+    if (select.matches() > 0) listed_rows_[s] = select.SelectedRows();
   }
 
   // Decides what to do next under the lock and does it without the lock: fetch more partitions,
@@ -412,6 +472,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   void StartFetch(size_t index) {
     const Work& w = work_[index];
     const IvfSegmentRef& seg = req_.segments[w.segment];
+    if (w.listed) return StartListedRead(index);
     Ticket ticket;
     ticket.job = shared_from_this();
     ticket.work = index;
@@ -437,6 +498,40 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       }
     }
     if (r.lead) r.entry->Issue(fetch);
+  }
+
+  // Reads the vectors of listed work item `index` (not shared: its rows are this request's).
+  void StartListedRead(size_t index) {
+    const Work& w = work_[index];
+    const std::vector<RowRef>& all = listed_rows_.at(w.segment);
+    std::vector<RowRef> rows(all.begin() + ptrdiff_t(w.row_begin),
+                             all.begin() + ptrdiff_t(w.row_begin + w.rows));
+    PartitionFetch priority;
+    priority.query_seq = query_seq_;
+    priority.cancel = req_.cancel;
+    req_.segments[w.segment].source->ReadRaw(
+        std::move(rows), priority,
+        [self = shared_from_this(), index](absl::StatusOr<RawRows> raw) mutable {
+          self->OnListedRead(index, std::move(raw));
+        });
+  }
+
+  // Runs on the I/O thread (or inline): bookkeeping only, as OnFetched.
+  void OnListedRead(size_t index, absl::StatusOr<RawRows> raw) {
+    bool progress;
+    {
+      absl::MutexLock lock(&mu_);
+      --fetches_in_flight_;
+      if (!raw.ok() || failed_) {
+        pinned_bytes_ -= work_[index].bytes;
+        ++scanned_;
+        if (!raw.ok()) FailLocked(raw.status());
+      } else {
+        ready_.push_back({index, {}, nullptr, *std::move(raw)});
+      }
+      progress = issuing_ == 0;
+    }
+    if (progress) Progress();
   }
 
   // ScanMember: the shared scan's data for work item `work` (I/O thread or inline).
@@ -567,6 +662,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       std::vector<HandBack> handbacks;
       status = ScanItemCatching(item, tickets, &results, &handbacks);
       item.data.pin.reset();  // unpin as soon as the partition is scanned
+      item.raw = {};
       for (size_t t = 0; t < tickets.size(); ++t) {
         ScanMember* joiner = tickets[t].job.get();
         if (status.ok()) {
@@ -629,6 +725,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
                 std::vector<HandBack>* handbacks) {
     const Clock::time_point start = Clock::now();
     const Work& w = work_[item.work];
+    if (w.listed) return ScoreListed(w, item.raw, results, start);
     const bool memtable = w.segment == kExact;
     const uint8_t* codes;
     const uint64_t* ids;
@@ -685,6 +782,32 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       hb.stats.partitions_cached = item.data.cached ? 1 : 0;
     }
     if (!memtable) share_->ObserveScan(nq);
+  }
+
+  // Scores listed work `w` (rows read in `raw`) exactly for every query: exact candidates, never
+  // re-ranked.
+  void ScoreListed(const Work& w, const RawRows& raw, TaskResults* results,
+                   Clock::time_point start) {
+    const uint64_t* ids = req_.segments[w.segment].selection->listed_ids().data() + w.row_begin;
+    const bool similarity = IsSimilarity(req_.metric);
+    for (uint32_t q : w.queries) {
+      if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
+      CandidateTopK& topk = *results->topk[q];
+      const float* query = req_.queries.data() + size_t(q) * req_.dim;
+      for (size_t i = 0; i < w.rows; ++i) {
+        const float* v = raw.rows[i].get();
+        const float d = similarity ? -InnerProduct(query, v, req_.dim) : L2Sqr(query, v, req_.dim);
+        topk.Push({d, ids[i], kExact, 0, 0});
+      }
+    }
+    const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, w.queries.size());
+    for (uint32_t q : w.queries) {
+      QueryStats& s = results->stats[q];
+      s.vectors_scanned += w.rows;
+      s.matching_rows_scanned += w.rows;
+      s.bytes_read += raw.bytes_read;
+      s.cpu_us += cpu_us;
+    }
   }
 
   // Every partition is scanned (or the request failed): refine or answer.
@@ -853,6 +976,8 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   std::vector<std::unique_ptr<PreparedQueries>> prepared_;  // per segment; set by Route
   std::unique_ptr<PreparedQueries> memtable_prepared_;
   std::vector<Work> work_;  // immutable once routed_
+  // Per segment with the exact_matches plan: where its selected rows are (immutable once routed_).
+  absl::flat_hash_map<uint32_t, std::vector<RowRef>> listed_rows_;
   std::atomic<bool> io_wait_reported_{false};
 
   absl::Mutex mu_;

@@ -34,7 +34,11 @@
 // I/O scheduler (server/server.cc shutdown).
 //
 // Filters (request.filtered): each segment's RowSelection (core/index/row_selection.h) and the
-// memtable's decide which rows may answer. A query takes partitions nearest first (routed to
+// memtable's decide which rows may answer. A segment whose selection lists few enough rows
+// (ExactMatchesLimit in ivf_search.cc) is not routed: its selected rows' vectors are read
+// through ReadRaw in runs, under the same pinned-bytes budget as fetches, and scored exactly
+// for every query (kExactMatches when no segment was walked). Otherwise a query takes
+// partitions nearest first (routed to
 // 4x nprobe, and over every partition if that runs out), passing over those without a
 // selected row (partitions_skipped), until it has its nprobe and enough selected rows
 // (IvfSearchOptions::filter_rows_per_k; at least k, or all the segment has, so every query

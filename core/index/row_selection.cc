@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 namespace shoal::core {
 
@@ -13,6 +14,7 @@ RowSelection::RowSelection(const std::vector<uint64_t>& partition_rows)
     rows += partition_rows[p];
   }
   words_.assign((rows + 63) / 64, 0);
+  rows_ = rows;
 }
 
 RowSelection::RowSelection(const std::vector<uint64_t>& partition_rows, std::vector<uint64_t> words)
@@ -48,7 +50,36 @@ uint64_t RowSelection::CountRange(uint32_t partition, uint64_t begin, uint64_t e
 }
 
 uint64_t RowSelection::memory_bytes() const {
-  return (first_row_.capacity() + per_partition_.capacity() + words_.capacity()) * sizeof(uint64_t);
+  return (first_row_.capacity() + per_partition_.capacity() + words_.capacity() +
+          listed_ids_.capacity()) *
+         sizeof(uint64_t);
+}
+
+void RowSelection::SetListedIds(std::vector<uint64_t> ids) {
+  listed_ids_ = std::move(ids);
+  listed_ = true;
+}
+
+std::vector<RowRef> RowSelection::SelectedRows() const {
+  std::vector<RowRef> out;
+  out.reserve(matches_);
+  for (uint32_t p = 0; p < per_partition_.size(); ++p) {
+    if (per_partition_[p] == 0) continue;
+    const uint64_t begin = first_row_[p];
+    const uint64_t end = p + 1 < first_row_.size() ? first_row_[p + 1] : rows_;
+    for (uint64_t r = begin; r < end;) {
+      const uint64_t word = words_[r >> 6] >> (r & 63);
+      if (word == 0) {
+        r = (r | 63) + 1;
+        continue;
+      }
+      r += uint64_t(std::countr_zero(word));
+      if (r >= end) break;
+      out.push_back({p, uint32_t(r - begin)});
+      ++r;
+    }
+  }
+  return out;
 }
 
 }  // namespace shoal::core

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/index/partition_source.h"
+
 namespace shoal::core {
 
 class RowSelection {
@@ -35,14 +37,27 @@ class RowSelection {
   // Selected rows among rows [begin, end) of `partition`.
   uint64_t CountRange(uint32_t partition, uint64_t begin, uint64_t end) const;
   uint32_t partitions() const { return uint32_t(per_partition_.size()); }
-  // What the bitset costs in memory.
+  // What the bitset (and the listed ids) cost in memory.
   uint64_t memory_bytes() const;
+
+  // Few matches (at most kMaxListed): the storage layer may also list the selected rows' ids,
+  // in row order, so the engine can read just those rows' vectors (the exact_matches plan).
+  static constexpr uint64_t kMaxListed = 16384;
+  // REQUIRES: ids.size() == matches() <= kMaxListed; not shared yet.
+  void SetListedIds(std::vector<uint64_t> ids);
+  bool listed() const { return listed_; }
+  const std::vector<uint64_t>& listed_ids() const { return listed_ids_; }
+  // Where the selected rows are, in row order (listed_ids()[i] is rows()[i]'s id).
+  std::vector<RowRef> SelectedRows() const;
 
  private:
   std::vector<uint64_t> first_row_;      // per partition
   std::vector<uint64_t> per_partition_;  // matches per partition
   std::vector<uint64_t> words_;          // one bit per row
+  uint64_t rows_ = 0;
   uint64_t matches_ = 0;
+  bool listed_ = false;
+  std::vector<uint64_t> listed_ids_;
 };
 
 }  // namespace shoal::core

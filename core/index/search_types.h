@@ -37,6 +37,7 @@ struct FlatView {
 // How a filtered search chose its partitions (ivf_search.h).
 enum class FilterPlan : uint8_t {
   kNone,          // not filtered
+  kExactMatches,  // few matches: just the selected rows, read and scored exactly
   kIvfBitmap,     // broad: the nearest partitions with a match, each row tested in the scan
   kSelectiveIvf,  // selective: probes widen, in centroid order, until enough matches scanned
 };

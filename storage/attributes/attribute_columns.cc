@@ -73,6 +73,17 @@ void AttributeColumns::ClearDead(RowBits* bits, const core::IdFilter& dead) cons
   }
 }
 
+std::vector<uint64_t> AttributeColumns::IdsOf(const RowBits& bits) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<uint64_t> ids;
+  for (size_t w = 0; w < bits.words.size(); ++w) {
+    for (uint64_t word = bits.words[w]; word != 0; word &= word - 1) {
+      ids.push_back(ids_[w * 64 + uint64_t(std::countr_zero(word))]);
+    }
+  }
+  return ids;
+}
+
 uint64_t AttributeColumns::memory_bytes() const {
   absl::ReaderMutexLock lock(&mu_);
   uint64_t bytes = ids_.capacity() * sizeof(uint64_t) + value_bytes_;

@@ -62,6 +62,8 @@ class AttributeColumns {
 
   // Clears the rows of `bits` whose id `dead` says is dead (deleted or superseded).
   void ClearDead(RowBits* bits, const core::IdFilter& dead) const;
+  // The ids of the rows set in `bits`, in row order.
+  std::vector<uint64_t> IdsOf(const RowBits& bits) const;
   uint64_t memory_bytes() const;
 
  private:

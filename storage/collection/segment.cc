@@ -167,7 +167,12 @@ std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Fi
   } else {
     columns_.ClearDead(&bits, dead);
   }
-  return std::make_shared<core::RowSelection>(partition_rows_, std::move(bits.words));
+  std::vector<uint64_t> ids;
+  const bool list = bits.Count() <= core::RowSelection::kMaxListed;
+  if (list) ids = columns_.IdsOf(bits);
+  auto selection = std::make_shared<core::RowSelection>(partition_rows_, std::move(bits.words));
+  if (list) selection->SetListedIds(std::move(ids));
+  return selection;
 }
 
 core::IvfSegmentRef Segment::Ref(std::shared_ptr<const core::IdFilter> dead) {

@@ -56,18 +56,22 @@ struct Fixture {
         {&data.vectors[kInSegment * kDim], &data.ids[kInSegment], nullptr, kRows - kInSegment});
   }
 
-  // A request whose selections hold the rows Chosen(id, one_in) picks.
+  // A request whose selections hold the rows Chosen(id, one_in) picks; `list`: the segment's
+  // selection also lists their ids, as the storage layer does for few matches.
   IvfSearchRequest Filtered(const std::vector<float>& queries, size_t nq, uint64_t one_in,
-                            absl::flat_hash_set<uint64_t>* selected) {
+                            absl::flat_hash_set<uint64_t>* selected, bool list = false) {
     IvfSegmentRef ref = source->Ref(source);
     auto seg_select = std::make_shared<RowSelection>(ref.partition_rows);
+    std::vector<uint64_t> listed;
     for (uint32_t p = 0; p < segment->ids.size(); ++p) {
       for (uint32_t r = 0; r < segment->ids[p].size(); ++r) {
         if (!Chosen(segment->ids[p][r], one_in)) continue;
         seg_select->Select(p, r);
         selected->insert(segment->ids[p][r]);
+        listed.push_back(segment->ids[p][r]);
       }
     }
+    if (list) seg_select->SetListedIds(std::move(listed));
     auto mem_select = std::make_shared<RowSelection>(std::vector<uint64_t>{kRows - kInSegment});
     for (uint32_t r = 0; r < kRows - kInSegment; ++r) {
       if (!Chosen(data.ids[kInSegment + r], one_in)) continue;
@@ -101,6 +105,103 @@ TEST(RowSelection, CountsPerPartitionAndInRanges) {
   EXPECT_EQ(s.CountRange(2, 1, 129), 1u);
   EXPECT_EQ(s.CountRange(2, 64, 65), 1u);
   EXPECT_EQ(s.CountRange(0, 0, 2), 0u);
+}
+
+TEST(RowSelection, ListsTheSelectedRowsInRowOrder) {
+  RowSelection s({3, 0, 130, 1});
+  s.Select(2, 129);
+  s.Select(0, 2);
+  s.Select(2, 63);
+  s.Select(2, 64);
+  s.Select(3, 0);
+  std::vector<std::pair<uint32_t, uint32_t>> rows;
+  for (const RowRef& r : s.SelectedRows()) rows.push_back({r.partition, r.row});
+  EXPECT_EQ(rows, (std::vector<std::pair<uint32_t, uint32_t>>{
+                      {0, 2}, {2, 63}, {2, 64}, {2, 129}, {3, 0}}));
+  EXPECT_FALSE(s.listed());
+  s.SetListedIds({7, 8, 9, 10, 11});
+  EXPECT_TRUE(s.listed());
+  EXPECT_EQ(s.listed_ids().size(), 5u);
+  EXPECT_TRUE(RowSelection({0, 0}).SelectedRows().empty());
+}
+
+TEST(FilteredSearch, FewListedMatchesAreReadAndScoredExactlyWithoutFetchingPartitions) {
+  for (VectorEncoding encoding : {VectorEncoding::kFlat, VectorEncoding::kSq8}) {
+    for (Mode mode : {Mode::kInline, Mode::kHeld}) {
+      Fixture f(encoding, mode);
+      TbbExecutor executor(1);
+      const size_t nq = 5;
+      const auto queries = f.data.Queries(nq, 31);
+      absl::flat_hash_set<uint64_t> selected;
+      IvfSearchRequest req = f.Filtered(queries, nq, 40, &selected, /*list=*/true);
+      req.refine_factor = 2;
+      const uint64_t in_segment = req.segments[0].selection->matches();
+      ASSERT_GT(in_segment, 10u);
+      ASSERT_LE(in_segment, 200u);
+      Answers answers(1);
+      IvfSearch(executor, std::move(req), answers.Callback(0));
+      std::mt19937 rng(3);
+      while (!answers.AllAnswered()) {
+        if (f.source->ReleaseSome(1, rng) == 0) std::this_thread::yield();
+      }
+      auto results = answers.Result(0);
+      ASSERT_TRUE(results.ok()) << results.status();
+      for (size_t q = 0; q < nq; ++q) {
+        const QueryResult& r = (*results)[q];
+        EXPECT_EQ(Ids(r), ExactAmong(f.data, &queries[q * kDim], 10, selected)) << q;
+        EXPECT_EQ(r.stats.plan, FilterPlan::kExactMatches);
+        EXPECT_EQ(r.stats.partitions_probed, 0u);
+        EXPECT_EQ(r.stats.rows_matched, selected.size());
+        EXPECT_GE(r.stats.matching_rows_scanned, in_segment);
+      }
+      EXPECT_EQ(f.source->fetches(), 0u);
+      EXPECT_EQ(f.source->live_pins(), 0);
+    }
+  }
+}
+
+TEST(FilteredSearch, ListedMatchesPastTheExactLimitWalkThePartitions) {
+  // SQ8 codes are a quarter of the raw vectors' bytes: 300 matches cost more read exactly than
+  // the selective walk (budget 20 * k = 200); FLAT at every row costs more than a scan.
+  struct Case {
+    VectorEncoding encoding;
+    uint64_t one_in;
+  };
+  for (const Case& c : {Case{VectorEncoding::kSq8, 10}, Case{VectorEncoding::kFlat, 1}}) {
+    Fixture f(c.encoding);
+    TbbExecutor executor(1);
+    const auto queries = f.data.Queries(3, 33);
+    absl::flat_hash_set<uint64_t> selected;
+    IvfSearchRequest req = f.Filtered(queries, 3, c.one_in, &selected, /*list=*/true);
+    auto results = RunSync(executor, std::move(req));
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (const QueryResult& r : *results) {
+      EXPECT_NE(r.stats.plan, FilterPlan::kExactMatches);
+      EXPECT_GT(r.stats.partitions_probed, 0u);
+      EXPECT_EQ(r.neighbors.size(), 10u);
+    }
+  }
+}
+
+TEST(FilteredSearch, ACancelledExactMatchesSearchAnswersCancelled) {
+  Fixture f(VectorEncoding::kFlat, Mode::kHeld);
+  TbbExecutor executor(1);
+  const auto queries = f.data.Queries(2, 35);
+  absl::flat_hash_set<uint64_t> selected;
+  IvfSearchRequest req = f.Filtered(queries, 2, 40, &selected, /*list=*/true);
+  auto cancel = std::make_shared<CancelToken>();
+  req.cancel = cancel;
+  Answers answers(1);
+  IvfSearch(executor, std::move(req), answers.Callback(0));
+  while (f.source->held() == 0) std::this_thread::yield();
+  cancel->Cancel();
+  std::mt19937 rng(4);
+  while (!answers.AllAnswered()) {
+    if (f.source->ReleaseSome(1, rng) == 0) std::this_thread::yield();
+  }
+  EXPECT_EQ(answers.Result(0).status().code(), absl::StatusCode::kCancelled);
+  while (f.source->ReleaseSome(8, rng) > 0) {
+  }
 }
 
 TEST(FilteredSearch, EveryQueryGetsMinKSelectedRowsAndSelectiveOnesAreExact) {

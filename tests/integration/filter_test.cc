@@ -148,6 +148,45 @@ TEST_P(FilterTest, DeletesAndUpsertsNeverMatchOldValues) {
   EXPECT_EQ(got, expect);
 }
 
+// The plan follows the selectivity: few matches are read and scored exactly (exact_matches, the
+// exact nearest among them), many walk the partitions (or, before an index, the memtable).
+TEST_P(FilterTest, FewMatchesAreAnsweredExactlyAndManyByTheIvfPlans) {
+  const bool ivf = GetParam() != IndexType::kFlat;
+  if (ivf) {
+    ASSERT_TRUE(client_->BuildIndex("c").ok());
+  }
+  const std::vector<float> query = MakePoint(123).vector;
+  auto distance = [&](uint64_t id) {
+    const std::vector<float> v = MakePoint(id).vector;
+    float d = 0;
+    for (uint32_t j = 0; j < kDim; ++j) d += (v[j] - query[j]) * (v[j] - query[j]);
+    return d;
+  };
+  const std::set<uint64_t> few = Where([](uint64_t i) { return i % 7 == 3 && i < 200; });
+  std::vector<uint64_t> truth(few.begin(), few.end());
+  std::sort(truth.begin(), truth.end(), [&](uint64_t a, uint64_t b) {
+    return distance(a) < distance(b) || (distance(a) == distance(b) && a < b);
+  });
+  truth.resize(10);
+  auto r = client_->Search("c", query, {.k = 10, .nprobe = 1, .filter = "tenant = 3 and id < 200"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stats.plan, "exact_matches");
+  EXPECT_EQ(r->stats.partitions_probed, 0u);
+  std::vector<uint64_t> got;
+  for (const Hit& h : r->hits) got.push_back(h.id);
+  EXPECT_EQ(got, truth);
+
+  auto broad = client_->Search("c", query, {.k = 10, .nprobe = 2, .filter = "tenant != 3"});
+  ASSERT_TRUE(broad.ok()) << broad.status();
+  EXPECT_EQ(broad->hits.size(), 10u);
+  if (ivf) {
+    EXPECT_THAT(broad->stats.plan, ::testing::AnyOf("ivf_bitmap", "selective_ivf"));
+    EXPECT_GT(broad->stats.partitions_probed, 0u);
+  } else {
+    EXPECT_EQ(broad->stats.plan, "exact_matches");  // memtable rows only: scanned exactly
+  }
+}
+
 TEST_P(FilterTest, AFilterThatDoesNotParseNamesTheByte) {
   auto r = client_->Search("c", MakePoint(0).vector, {.k = 3, .filter = "tenant = = 3"});
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
