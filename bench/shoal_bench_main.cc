@@ -82,15 +82,6 @@ uint32_t AutoPqM(uint32_t dim) {
   return 1;
 }
 
-// "flat", "ivf_flat", "ivf_sq8", "ivf_pq": the index type of that name.
-std::optional<IndexType> ParseIndexType(const std::string& name) {
-  for (IndexType t :
-       {IndexType::kFlat, IndexType::kIvfFlat, IndexType::kIvfSq8, IndexType::kIvfPq}) {
-    if (IndexTypeName(t) == name) return t;
-  }
-  return std::nullopt;
-}
-
 absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spelled, const Options& o,
                                                    uint32_t nlist, uint32_t pq_m) {
   // "shoal:ivf_flat@search.share_scans=false": a Shoal target with shoald config overrides.
@@ -107,7 +98,7 @@ absl::StatusOr<std::unique_ptr<Target>> MakeTarget(const std::string& spelled, c
   if (four_bit) {
     index = IndexType::kIvfPq;
   } else if (colon != std::string::npos) {
-    index = ParseIndexType(spec.substr(colon + 1));
+    index = IndexTypeFromName(spec.substr(colon + 1));
   }
   if (spec.starts_with("shoal:") && index) {
     const bool quantized = *index == IndexType::kIvfSq8 || *index == IndexType::kIvfPq;

@@ -351,6 +351,14 @@ std::string MetricName(Metric metric) {
   return "l2";
 }
 
+std::optional<IndexType> IndexTypeFromName(std::string_view name) {
+  for (IndexType t :
+       {IndexType::kFlat, IndexType::kIvfFlat, IndexType::kIvfSq8, IndexType::kIvfPq}) {
+    if (IndexTypeName(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
 std::string IndexTypeName(IndexType type) {
   switch (type) {
     case IndexType::kIvfFlat:

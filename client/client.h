@@ -74,9 +74,10 @@ struct CollectionInfo {
   uint32_t num_segments = 0;
   std::string index_state;  // "none", "building", "ready", "broken"
   uint64_t disk_bytes = 0;
-  std::string error;           // when "broken": why it did not open, naming the file
-  std::string build_phase;     // while "building": "training", "assigning", "writing", ...
-  uint32_t build_percent = 0;  // progress of build_phase, 0..100
+  std::string error;                    // when "broken": why it did not open, naming the file
+  std::string build_phase;              // while "building": "training", "assigning", "writing", ...
+  uint32_t build_percent = 0;           // progress of build_phase, 0..100
+  uint64_t attribute_memory_bytes = 0;  // attributes' columns for filtering, in memory
 };
 
 struct Point {
@@ -111,8 +112,9 @@ struct QueryStats {
   uint64_t queue_us = 0;
   uint64_t io_us = 0;
   uint64_t cpu_us = 0;
-  // Filtered searches: "selective_ivf" or "ivf_bitmap" (empty without a filter), the points
-  // that satisfy the filter, the partitions passed over, the matching points scanned.
+  // Filtered searches: "exact_matches", "selective_ivf" or "ivf_bitmap" (empty without a
+  // filter), the points that satisfy the filter, the partitions passed over, the matching
+  // points scanned.
   std::string plan;
   uint64_t rows_matched = 0;
   uint32_t partitions_skipped = 0;
@@ -250,5 +252,7 @@ class Client {
 
 std::string MetricName(Metric metric);
 std::string IndexTypeName(IndexType type);
+// The index type IndexTypeName() spells `name` ("flat", "ivf_flat", "ivf_sq8", "ivf_pq").
+std::optional<IndexType> IndexTypeFromName(std::string_view name);
 
 }  // namespace shoal

@@ -154,6 +154,7 @@ CollectionInfo FromProto(const v1::CollectionInfo& in) {
       out.index_state = "none";
   }
   out.disk_bytes = in.disk_bytes();
+  out.attribute_memory_bytes = in.attribute_memory_bytes();
   out.error = in.error();
   out.build_phase = in.build_phase();
   out.build_percent = in.build_percent();

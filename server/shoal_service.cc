@@ -155,6 +155,7 @@ void ShoalService::FillInfo(const storage::Collection& c, v1::CollectionInfo* in
     info->set_index_state(stats.num_segments > 0 ? v1::INDEX_STATE_READY : v1::INDEX_STATE_NONE);
   }
   info->set_disk_bytes(stats.disk_bytes);
+  info->set_attribute_memory_bytes(stats.attribute_memory_bytes);
 }
 
 void ShoalService::CreateCollection(CallbackServerContext* ctx, UnaryReactor* r,

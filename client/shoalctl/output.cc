@@ -95,7 +95,9 @@ std::string CollectionJson(const CollectionInfo& c) {
       "}, \"num_vectors\": ", c.num_vectors, ", \"num_indexed\": ", c.num_indexed,
       ", \"num_segments\": ", c.num_segments, ", \"index_state\": ", JsonString(c.index_state),
       ", \"build_phase\": ", JsonString(c.build_phase), ", \"build_percent\": ", c.build_percent,
-      ", \"disk_bytes\": ", c.disk_bytes, ", \"error\": ", JsonString(c.error), "}");
+      ", \"disk_bytes\": ", c.disk_bytes,
+      ", \"attribute_memory_bytes\": ", c.attribute_memory_bytes,
+      ", \"error\": ", JsonString(c.error), "}");
 }
 
 std::string ScalarJson(const AttributeScalar& v) {

@@ -53,10 +53,7 @@ absl::StatusOr<shoal::Metric> ParseMetric(const std::string& name) {
 }
 
 absl::StatusOr<shoal::IndexType> ParseIndex(const std::string& name) {
-  if (name == "flat") return shoal::IndexType::kFlat;
-  if (name == "ivf_flat") return shoal::IndexType::kIvfFlat;
-  if (name == "ivf_sq8") return shoal::IndexType::kIvfSq8;
-  if (name == "ivf_pq") return shoal::IndexType::kIvfPq;
+  if (std::optional<shoal::IndexType> t = shoal::IndexTypeFromName(name)) return *t;
   return absl::InvalidArgumentError("--index: want flat, ivf_flat, ivf_sq8 or ivf_pq");
 }
 

@@ -445,6 +445,7 @@ CollectionStats Collection::Stats() const {
   for (const auto& s : current->segments) {
     segment_rows += s->meta().num_vectors;
     stats.disk_bytes += s->disk_bytes();
+    stats.attribute_memory_bytes += s->attribute_memory_bytes();
   }
   const uint64_t dead = std::min(segment_rows, segment_dead_.load());
   stats.num_indexed = segment_rows - dead;
@@ -452,9 +453,11 @@ CollectionStats Collection::Stats() const {
   stats.memtable_rows = current->active->live_count();
   stats.num_vectors = stats.num_indexed + stats.memtable_rows;
   stats.memory_bytes = current->active->memory_bytes();
+  stats.attribute_memory_bytes += current->active->attribute_memory_bytes();
   for (const auto& frozen : current->frozen) {
     stats.num_vectors += frozen->live_count();
     stats.memory_bytes += frozen->memory_bytes();
+    stats.attribute_memory_bytes += frozen->attribute_memory_bytes();
   }
   {
     absl::MutexLock lock(&wal_mu_);

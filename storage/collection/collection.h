@@ -85,6 +85,7 @@ struct CollectionStats {
   uint64_t memtable_rows = 0;
   uint64_t disk_bytes = 0;
   uint64_t memory_bytes = 0;
+  uint64_t attribute_memory_bytes = 0;  // attribute columns: segments' and memtables'
 };
 
 struct BuildProgress {

@@ -56,7 +56,8 @@ class Memtable {
   // Calls fn for every live row, in insertion order (a consistent prefix of the rows).
   void ForEachLive(const std::function<void(uint64_t id, const float* vector,
                                             const std::string& attributes)>& fn) const;
-  uint64_t memory_bytes() const;
+  uint64_t memory_bytes() const;  // vectors and attribute columns
+  uint64_t attribute_memory_bytes() const { return columns_.memory_bytes(); }
   // The rows among the first `rows` (a Snapshot's rows) that `filter` selects, dead or not
   // (the scan skips dead rows by their flags).
   RowBits Select(const core::filter::Filter& filter, uint64_t rows) const {

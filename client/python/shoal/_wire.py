@@ -60,6 +60,7 @@ class CollectionInfo:
     build_phase: str  # while "building": training, assigning, writing, ...
     build_percent: int  # progress of build_phase, 0..100
     error: str  # while "broken": why the collection did not open
+    attribute_memory_bytes: int = 0  # attributes' columns for filtering, in memory
 
 
 @dataclasses.dataclass
@@ -79,8 +80,9 @@ class QueryStats:
     queue_us: int = 0
     io_us: int = 0
     cpu_us: int = 0
-    # Filtered searches: "selective_ivf" or "ivf_bitmap" ("" without a filter), the points
-    # that satisfy the filter, the partitions passed over, the matching points scanned.
+    # Filtered searches: "exact_matches", "selective_ivf" or "ivf_bitmap" ("" without a
+    # filter), the points that satisfy the filter, the partitions passed over, the matching
+    # points scanned.
     plan: str = ""
     rows_matched: int = 0
     partitions_skipped: int = 0
@@ -266,7 +268,7 @@ def info_from_proto(c: pb.CollectionInfo) -> CollectionInfo:
         num_indexed=c.num_indexed, num_segments=c.num_segments,
         index_state=STATE_NAMES.get(c.index_state, str(c.index_state)),
         disk_bytes=c.disk_bytes, build_phase=c.build_phase, build_percent=c.build_percent,
-        error=c.error)
+        error=c.error, attribute_memory_bytes=c.attribute_memory_bytes)
 
 
 def point_from_proto(p: pb.Point, include_vectors: bool) -> Point:
