@@ -209,7 +209,8 @@ absl::Status ShoalTarget::Build(const Dataset& d) {
   dim_ = d.dim;
   // The collection does not depend on the overrides: "@..." variants search the same index.
   collection_ =
-      absl::StrFormat("bench_%s_%s_%08x", d.name, BaseName().substr(6), uint32_t(d.checksum));
+      absl::StrFormat("bench_%s_%s_%08x%s", d.name, BaseName().substr(6), uint32_t(d.checksum),
+                      params_.attributes_tag.empty() ? "" : "_" + params_.attributes_tag);
   for (char& c : collection_) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
   }
@@ -245,6 +246,7 @@ absl::Status ShoalTarget::Load(const Dataset& d) {
     std::vector<Point> points;
     for (size_t i = first; i < std::min(d.n, first + kUploadBatch); ++i) {
       points.push_back({.id = i, .vector = {d.row(i), d.row(i) + d.dim}});
+      if (params_.attributes) points.back().attributes = params_.attributes(i);
     }
     if (!(*writer)->Write(points).ok()) break;  // Finish() says why
   }
@@ -256,12 +258,21 @@ absl::Status ShoalTarget::Load(const Dataset& d) {
 
 absl::Status ShoalTarget::Search(const float* queries, size_t count, uint32_t k, int /*threads*/,
                                  int64_t* ids) {
-  const SearchOptions options{.k = k, .nprobe = nprobe_, .refine_factor = params_.refine_factor};
+  return SearchFiltered(queries, count, k, "", ids, nullptr, nullptr);
+}
+
+absl::Status ShoalTarget::SearchFiltered(const float* queries, size_t count, uint32_t k,
+                                         const std::string& filter, int64_t* ids, QueryStats* stats,
+                                         size_t* hits) {
+  const SearchOptions options{
+      .k = k, .nprobe = nprobe_, .refine_factor = params_.refine_factor, .filter = filter};
   std::fill(ids, ids + count * k, -1);
   auto fill = [&](size_t i, const SearchResult& r) {
     for (size_t j = 0; j < std::min<size_t>(k, r.hits.size()); ++j) {
       ids[i * k + j] = int64_t(r.hits[j].id);
     }
+    if (stats) stats[i] = r.stats;
+    if (hits) hits[i] = r.hits.size();
   };
   if (count == 1) {
     auto r = client_->Search(collection_, {queries, queries + dim_}, options);

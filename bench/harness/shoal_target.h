@@ -25,6 +25,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -62,6 +63,10 @@ struct ShoalParams {
   std::string data_root = "build/bench-data";  // one sub-directory per target
   std::vector<std::string> server_args;
   std::vector<ConfigOverride> config_overrides;  // own server only; part of name()
+  // Attributes of base row i, written with it (shoal-filter-bench); `attributes_tag` names
+  // them in the collection, so a collection with other attributes is not reused. Empty: none.
+  std::function<Attributes(size_t row)> attributes;
+  std::string attributes_tag;
   // Or an external one:
   std::string external_addr;
   std::string metrics_url;  // http://host:port/metrics
@@ -80,8 +85,16 @@ class ShoalTarget final : public Target {
   void SetKnob(uint32_t value) override { nprobe_ = value; }
   absl::Status Search(const float* queries, size_t count, uint32_t k, int threads,
                       int64_t* ids) override;
+  // Search() with a filter (empty: none); `stats` (may be null) gets each query's QueryStats
+  // and `hits` (may be null) how many neighbours each query got.
+  absl::Status SearchFiltered(const float* queries, size_t count, uint32_t k,
+                              const std::string& filter, int64_t* ids, QueryStats* stats,
+                              size_t* hits);
   ResourceUsage Usage() override;
   absl::StatusOr<bool> MakeCold() override;
+
+  // The collection as the server describes it (after Build()).
+  absl::StatusOr<CollectionInfo> Describe() { return client_->DescribeCollection(collection_); }
 
   // For logs: where the server writes (empty for an external server).
   std::string server_log() const { return server_ ? server_->log_path() : ""; }
