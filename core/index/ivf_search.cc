@@ -66,6 +66,13 @@ uint64_t UnfilteredRows(const IvfSegmentRef& seg, const Probe* route, size_t dep
   return rows;
 }
 
+// All the rows of a segment's partitions.
+uint64_t SegmentRows(const IvfSegmentRef& seg) {
+  uint64_t rows = 0;
+  for (uint64_t n : seg.partition_rows) rows += n;
+  return rows;
+}
+
 // The most selected rows for which a segment takes the exact_matches plan (reads just those
 // rows' vectors): past it, a walk of the segment's partitions costs less. A filtered walk
 // scans at least min(`budget`, its matches) selected rows, so at or under the budget reading
@@ -103,12 +110,17 @@ struct Work {
 
 // One query's walk over a segment's route (IvfSearchJob::Plan): partitions nearest first,
 // passing over those without a selected row, until it has `nprobe` of them and `enough`
-// selected rows (unfiltered: the nprobe nearest non-empty ones).
+// selected rows (unfiltered: the nprobe nearest non-empty ones). A partition counts towards
+// nprobe by its share of matches against the segment's (`density`: selected rows per row):
+// one holding its fair share or more counts 1, one with a few stray matches counts as that
+// fraction — so a filter whose matches cluster far from the query (anti-correlated) still
+// gets nprobe partitions' worth of matches, not nprobe strays.
 struct RouteWalk {
   uint32_t segment = 0, query = 0;
   size_t nprobe = 0;
   uint64_t enough = 0;
-  size_t taken = 0;
+  double density = 0;  // filtered: the segment's selected rows per row
+  double taken = 0;
   uint64_t matched = 0;
   uint32_t skipped = 0;  // partitions passed over
   bool widened = false;  // passed over one, or took more than nprobe
@@ -121,7 +133,7 @@ void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWa
                std::vector<int64_t>* work_of, std::vector<Work>* work) {
   const RowSelection* select = seg.selection.get();
   for (uint32_t rank = 0; rank < len; ++rank) {
-    if (walk->taken >= walk->nprobe && walk->matched >= walk->enough) {
+    if (walk->taken >= double(walk->nprobe) && walk->matched >= walk->enough) {
       walk->done = true;
       return;
     }
@@ -132,8 +144,10 @@ void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWa
       walk->widened = true;
       continue;
     }
-    if (select && walk->taken >= walk->nprobe) walk->widened = true;
-    ++walk->taken;
+    if (select && walk->taken >= double(walk->nprobe)) walk->widened = true;
+    walk->taken += select ? std::min(1.0, double(select->matches_in(p)) /
+                                              (double(seg.partition_rows[p]) * walk->density))
+                          : 1.0;
     if (select) walk->matched += select->matches_in(p);
     int64_t& index = (*work_of)[p];
     if (index >= 0 && (*work)[size_t(index)].queries.back() == walk->query) continue;
@@ -152,7 +166,7 @@ void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWa
     w.queries.push_back(walk->query);
     w.coarse_keys.push_back(route[rank].key);
   }
-  walk->done = walk->taken >= walk->nprobe && walk->matched >= walk->enough;
+  walk->done = walk->taken >= double(walk->nprobe) && walk->matched >= walk->enough;
 }
 
 struct ReadyItem {
@@ -279,6 +293,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       }
       walked = walked || select != nullptr;
       std::vector<int64_t> work_of(nlist, -1);
+      const uint64_t seg_rows = SegmentRows(seg);
+      const double density =
+          select && seg_rows > 0 ? double(select->matches()) / double(seg_rows) : 1.0;
       // Batched coarse search (one sgemm per block of queries); may throw bad_alloc, which
       // Route's Catching turns into the request's status.
       RouteQueries(model, req_.queries.data(), nq, depth, &probes);
@@ -290,7 +307,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
             select ? std::max(std::min<uint64_t>(req_.k, select->matches()),
                               std::min(budget, UnfilteredRows(seg, route, depth, nprobe)))
                    : 0;
-        RouteWalk walk{s, q, nprobe, enough};
+        RouteWalk walk{s, q, nprobe, enough, density};
         WalkRoute(seg, route, depth, &walk, &work_of, &work);
         if (select && !walk.done && depth < nlist) {
           std::vector<Probe> every;
