@@ -8,54 +8,11 @@ namespace shoal::storage {
 
 using core::filter::Expr;
 
-RowBits::RowBits(uint64_t n, bool value) : rows(n), words((n + 63) / 64, value ? ~uint64_t(0) : 0) {
-  if (value && (n & 63)) words.back() = (uint64_t(1) << (n & 63)) - 1;
-}
-
-uint64_t RowBits::Count() const {
-  uint64_t n = 0;
-  for (uint64_t w : words) n += uint64_t(std::popcount(w));
-  return n;
-}
-
-void RowBits::And(const RowBits& other) {
-  for (size_t i = 0; i < words.size(); ++i) words[i] &= other.words[i];
-}
-
-void RowBits::Or(const RowBits& other) {
-  for (size_t i = 0; i < words.size(); ++i) words[i] |= other.words[i];
-}
-
-void RowBits::Not() {
-  for (uint64_t& w : words) w = ~w;
-  if (rows & 63) words.back() &= (uint64_t(1) << (rows & 63)) - 1;
-}
-
-namespace {
-
-uint64_t HeapBytes(const core::AttributeValue& value) {
-  if (const auto* s = std::get_if<std::string>(&value)) return s->capacity();
-  const auto* list = std::get_if<core::AttributeList>(&value);
-  if (!list) return 0;
-  uint64_t bytes = list->capacity() * sizeof(core::AttributeScalar);
-  for (const core::AttributeScalar& e : *list) {
-    if (const auto* s = std::get_if<std::string>(&e)) bytes += s->capacity();
-  }
-  return bytes;
-}
-
-}  // namespace
-
 void AttributeColumns::Append(uint64_t id, const core::Attributes& attributes) {
   absl::MutexLock lock(&mu_);
   const uint32_t row = uint32_t(ids_.size());
   ids_.push_back(id);
-  for (const auto& [key, value] : attributes) {
-    Column& column = columns_[key];
-    column.rows.push_back(row);
-    column.values.push_back(value);
-    value_bytes_ += HeapBytes(value);
-  }
+  for (const auto& [key, value] : attributes) columns_[key].Append(row, value);
 }
 
 uint64_t AttributeColumns::rows() const {
@@ -86,11 +43,8 @@ std::vector<uint64_t> AttributeColumns::IdsOf(const RowBits& bits) const {
 
 uint64_t AttributeColumns::memory_bytes() const {
   absl::ReaderMutexLock lock(&mu_);
-  uint64_t bytes = ids_.capacity() * sizeof(uint64_t) + value_bytes_;
-  for (const auto& [key, column] : columns_) {
-    bytes += key.capacity() + column.rows.capacity() * sizeof(uint32_t) +
-             column.values.capacity() * sizeof(core::AttributeValue);
-  }
+  uint64_t bytes = ids_.capacity() * sizeof(uint64_t);
+  for (const auto& [key, column] : columns_) bytes += key.capacity() + column.memory_bytes();
   return bytes;
 }
 
@@ -154,15 +108,7 @@ RowBits AttributeColumns::EvalLeaf(const Expr& e, uint64_t rows) const {
     return out;
   }
   auto it = columns_.find(e.field.key);
-  if (it == columns_.end()) return out;  // no row has the field: every leaf is false
-  const Column& column = it->second;
-  const size_t n =
-      size_t(std::lower_bound(column.rows.begin(), column.rows.end(), rows) - column.rows.begin());
-  for (size_t i = 0; i < n; ++i) {
-    if (e.kind == Expr::Kind::kExists || core::filter::ValueSatisfies(column.values[i], e)) {
-      out.Set(column.rows[i]);
-    }
-  }
+  if (it != columns_.end()) it->second.Eval(e, &out);  // no row has the field: every leaf is false
   return out;
 }
 

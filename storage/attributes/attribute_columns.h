@@ -1,15 +1,16 @@
 // AttributeColumns: the attributes of one segment's rows (or of the memtable's), decoded once
-// and stored by field — per attribute key, the rows that have it and their values in row order
-// — with every row's id, so that a filter is evaluated leaf by leaf over the fields it names,
-// never by decoding each row's map (core/filter/filter.h has the language and its semantics).
+// and stored by field — per attribute key a FieldColumn (field_column.h: the rows that have it
+// and their values, typed, in row order) — with every row's id, so that a filter is evaluated
+// leaf by leaf over the fields it names, never by decoding each row's map (core/filter/filter.h
+// has the language and its semantics).
 // Select() answers the rows that satisfy a filter as a dense bitset over row numbers (a
 // segment's rows in partition order, the memtable's in insertion order).
 //
 // Rows are appended in row-number order (a segment's at open, the memtable's as they are
 // written); a row's attributes never change (an upsert writes a new row, the old one is dead).
 //
-// Memory: per field entry its row (4 bytes) and value (the variant, 40 bytes, plus a string's
-// or a list's heap bytes); 8 bytes per row for the ids. memory_bytes() reports it.
+// Memory: per field entry 1 to 12 bytes by kind (field_column.h), each distinct string once;
+// 8 bytes per row for the ids. memory_bytes() reports it.
 //
 // Thread-safety: one writer (Append) with any number of concurrent readers (Select, Count):
 // a reader sees a prefix of the rows, at least `rows` of them when it asks for `rows`.
@@ -26,23 +27,10 @@
 #include "core/base/attributes.h"
 #include "core/filter/filter.h"
 #include "core/index/ivf_search.h"
+#include "storage/attributes/field_column.h"
+#include "storage/attributes/row_bits.h"
 
 namespace shoal::storage {
-
-// One bit per row: bit r of words[r / 64] is row r.
-struct RowBits {
-  uint64_t rows = 0;
-  std::vector<uint64_t> words;
-
-  explicit RowBits(uint64_t n = 0, bool value = false);
-  bool Test(uint64_t r) const { return (words[r >> 6] >> (r & 63)) & 1; }
-  void Set(uint64_t r) { words[r >> 6] |= uint64_t(1) << (r & 63); }
-  void Clear(uint64_t r) { words[r >> 6] &= ~(uint64_t(1) << (r & 63)); }
-  uint64_t Count() const;
-  void And(const RowBits& other);
-  void Or(const RowBits& other);
-  void Not();  // within [0, rows)
-};
 
 class AttributeColumns {
  public:
@@ -67,11 +55,6 @@ class AttributeColumns {
   uint64_t memory_bytes() const;
 
  private:
-  struct Column {
-    std::vector<uint32_t> rows;  // ascending; a row at most once
-    std::vector<core::AttributeValue> values;
-  };
-
   // REQUIRES: mu_ held (shared). The rows below `rows` that satisfy `e`.
   RowBits Eval(const core::filter::Expr& e, uint64_t rows) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   RowBits EvalLeaf(const core::filter::Expr& e, uint64_t rows) const
@@ -79,8 +62,7 @@ class AttributeColumns {
 
   mutable absl::Mutex mu_;
   std::vector<uint64_t> ids_ ABSL_GUARDED_BY(mu_);  // per row
-  absl::flat_hash_map<std::string, Column> columns_ ABSL_GUARDED_BY(mu_);
-  uint64_t value_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // heap bytes of strings and lists
+  absl::flat_hash_map<std::string, FieldColumn> columns_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shoal::storage

@@ -28,6 +28,8 @@ Attributes RandomPoint(std::mt19937& rng) {
     a["tags"] = tags;
   }
   if (pick(5) == 0) a["n"] = std::string("3");  // another kind under a numeric key
+  a["d"] = int64_t(pick(1000) - 500);           // on every row: a dense column
+  a["t"] = double(pick(400)) / 8;
   return a;
 }
 
@@ -57,7 +59,15 @@ std::string RandomLeaf(std::mt19937& rng) {
                                   "n not in []",
                                   "missing = 1",
                                   "exists(id)",
-                                  "exists(`id`)"};
+                                  "exists(`id`)",
+                                  "d >= 0",
+                                  "d < -250.5",
+                                  "d != 7",
+                                  "d in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -3]",
+                                  "d not in [0, 2.5, \"x\"]",
+                                  "t <= 12.5",
+                                  "t in [1, 2.5, 3.125]",
+                                  "t > 9223372036854775807"};
   return kLeaves[rng() % (sizeof(kLeaves) / sizeof(kLeaves[0]))];
 }
 

@@ -1,0 +1,164 @@
+#include "storage/attributes/field_column.h"
+
+#include <algorithm>
+#include <numeric>
+#include <variant>
+
+#include "core/filter/scalar_order.h"
+#include "core/filter/typed_leaf.h"
+
+namespace shoal::storage {
+
+using core::filter::Expr;
+
+template <typename T>
+void FieldColumn::Entries<T>::Append(uint32_t row, T value) {
+  if (rows.empty() && row != values.size()) {  // no longer dense: number the rows so far
+    rows.resize(values.size());
+    std::iota(rows.begin(), rows.end(), uint32_t(0));
+  }
+  if (!rows.empty() || row != values.size()) rows.push_back(row);
+  values.push_back(std::move(value));
+}
+
+template <typename T>
+size_t FieldColumn::Entries<T>::CountBelow(uint64_t n) const {
+  if (rows.empty()) return size_t(std::min<uint64_t>(values.size(), n));
+  return size_t(std::lower_bound(rows.begin(), rows.end(), n) - rows.begin());
+}
+
+template <typename T>
+uint64_t FieldColumn::Entries<T>::memory_bytes() const {
+  return rows.capacity() * sizeof(uint32_t) + values.capacity() * sizeof(T);
+}
+
+namespace {
+
+// A string's bytes outside its own object (none while short enough to be held inline).
+uint64_t HeapBytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+}
+
+// Sets the rows of `entries`' first `n` values that satisfy `satisfies`, without a branch per
+// value; a dense kind 64 values to a word.
+template <typename Entries, typename P>
+void SetWhere(const Entries& entries, size_t n, P satisfies, RowBits* out) {
+  uint64_t* words = out->words.data();
+  const auto& values = entries.values;
+  if (entries.rows.empty()) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      uint64_t word = 0;
+      for (size_t b = 0; b < 64; ++b) word |= uint64_t(satisfies(values[i + b])) << b;
+      words[i >> 6] |= word;
+    }
+    for (; i < n; ++i) words[i >> 6] |= uint64_t(satisfies(values[i])) << (i & 63);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r = entries.rows[i];
+    words[r >> 6] |= uint64_t(satisfies(values[i])) << (r & 63);
+  }
+}
+
+template <typename Entries>
+void SetAll(const Entries& entries, size_t n, RowBits* out) {
+  if (entries.rows.empty()) {
+    RowBits all(n, true);
+    for (size_t w = 0; w < all.words.size(); ++w) out->words[w] |= all.words[w];
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) out->Set(entries.rows[i]);
+}
+
+bool ListSatisfies(const core::AttributeList& list, const Expr& leaf) {
+  return std::any_of(list.begin(), list.end(), [&leaf](const core::AttributeScalar& e) {
+    return std::visit([&leaf](const auto& x) { return core::filter::ScalarSatisfies(x, leaf); }, e);
+  });
+}
+
+}  // namespace
+
+void FieldColumn::Append(uint32_t row, const core::AttributeValue& value) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          ints_.Append(row, v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          doubles_.Append(row, v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          bools_.Append(row, uint8_t(v));
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          auto it = code_of_.find(std::string_view(v));
+          if (it == code_of_.end()) {
+            dictionary_.push_back(v);
+            it =
+                code_of_
+                    .emplace(std::string_view(dictionary_.back()), uint32_t(dictionary_.size() - 1))
+                    .first;
+          }
+          strings_.Append(row, it->second);
+        } else {
+          for (const core::AttributeScalar& e : v) {
+            if (const auto* s = std::get_if<std::string>(&e)) list_heap_bytes_ += HeapBytes(*s);
+          }
+          list_heap_bytes_ += v.capacity() * sizeof(core::AttributeScalar);
+          lists_.Append(row, v);
+        }
+      },
+      value);
+}
+
+void FieldColumn::Eval(const Expr& leaf, RowBits* out) const {
+  const uint64_t rows = out->rows;
+  const size_t ints = ints_.CountBelow(rows), doubles = doubles_.CountBelow(rows);
+  const size_t bools = bools_.CountBelow(rows), strings = strings_.CountBelow(rows);
+  const size_t lists = lists_.CountBelow(rows);
+  if (leaf.kind == Expr::Kind::kExists) {
+    SetAll(ints_, ints, out);
+    SetAll(doubles_, doubles, out);
+    SetAll(bools_, bools, out);
+    SetAll(strings_, strings, out);
+    SetAll(lists_, lists, out);
+    return;
+  }
+  if (ints > 0) {
+    core::filter::IntLeaf(leaf).Visit(
+        [&](auto satisfies) { SetWhere(ints_, ints, satisfies, out); });
+  }
+  if (doubles > 0) {
+    core::filter::DoubleLeaf(leaf).Visit(
+        [&](auto satisfies) { SetWhere(doubles_, doubles, satisfies, out); });
+  }
+  if (bools > 0) {
+    const bool table[2] = {core::filter::ScalarSatisfies(false, leaf),
+                           core::filter::ScalarSatisfies(true, leaf)};
+    SetWhere(
+        bools_, bools, [&table](uint8_t b) { return table[b]; }, out);
+  }
+  if (strings > 0) {
+    // The leaf decided once per distinct string; the codes below `strings` are all in it.
+    std::vector<uint8_t> table(dictionary_.size());
+    for (size_t c = 0; c < dictionary_.size(); ++c) {
+      table[c] = core::filter::ScalarSatisfies(dictionary_[c], leaf);
+    }
+    SetWhere(
+        strings_, strings, [&table](uint32_t code) { return table[code] != 0; }, out);
+  }
+  if (lists > 0) {
+    SetWhere(
+        lists_, lists, [&leaf](const core::AttributeList& l) { return ListSatisfies(l, leaf); },
+        out);
+  }
+}
+
+uint64_t FieldColumn::memory_bytes() const {
+  uint64_t bytes = ints_.memory_bytes() + doubles_.memory_bytes() + bools_.memory_bytes() +
+                   strings_.memory_bytes() + lists_.memory_bytes() + list_heap_bytes_;
+  for (const std::string& s : dictionary_) bytes += sizeof(std::string) + HeapBytes(s);
+  bytes += code_of_.capacity() * (sizeof(std::string_view) + sizeof(uint32_t) + 1);
+  return bytes;
+}
+
+}  // namespace shoal::storage

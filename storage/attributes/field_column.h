@@ -1,0 +1,68 @@
+// FieldColumn: one attribute key's values across a segment's (or the memtable's) rows, stored
+// by kind — int64s, doubles, bools, strings as codes into a dictionary of the distinct strings,
+// and lists — each kind as its values in row order with their row numbers (no row numbers
+// while the kind covers every row so far: entry i is row i). A leaf of a filter is evaluated
+// over it kind by kind with the leaf compiled for that kind (core/filter/typed_leaf.h): a
+// compare or two per int or double, one table lookup per string or bool (the leaf is decided
+// once per distinct string), the reference per-element test for lists. A row holds one value
+// per key, so the kinds' rows are disjoint.
+//
+// Memory per entry: 8 bytes for an int or a double, 4 for a string's code, 1 for a bool, plus 4
+// for its row number once the kind is sparse; each distinct string once; lists as they are.
+//
+// Thread-safety: none; AttributeColumns serialises Append against readers.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/base/attributes.h"
+#include "core/filter/filter.h"
+#include "storage/attributes/row_bits.h"
+
+namespace shoal::storage {
+
+class FieldColumn {
+ public:
+  FieldColumn() = default;
+  FieldColumn(const FieldColumn&) = delete;
+  FieldColumn& operator=(const FieldColumn&) = delete;
+  FieldColumn(FieldColumn&&) = default;
+  FieldColumn& operator=(FieldColumn&&) = default;
+
+  // REQUIRES: `row` above every row appended before.
+  void Append(uint32_t row, const core::AttributeValue& value);
+
+  // Sets in `out` the rows below out->rows whose value satisfies `leaf` (a kCompare, kIn or
+  // kNotIn leaf on this key), or (kExists) that have a value.
+  void Eval(const core::filter::Expr& leaf, RowBits* out) const;
+
+  uint64_t memory_bytes() const;
+
+ private:
+  // Values of one kind, in row order.
+  template <typename T>
+  struct Entries {
+    std::vector<uint32_t> rows;  // ascending; empty while entry i is row i
+    std::vector<T> values;
+
+    void Append(uint32_t row, T value);
+    size_t CountBelow(uint64_t rows) const;
+    uint64_t memory_bytes() const;
+  };
+
+  Entries<int64_t> ints_;
+  Entries<double> doubles_;
+  Entries<uint8_t> bools_;
+  Entries<uint32_t> strings_;           // codes into dictionary_
+  std::deque<std::string> dictionary_;  // the distinct strings, by code (stable addresses)
+  absl::flat_hash_map<std::string_view, uint32_t> code_of_;  // views into dictionary_
+  Entries<core::AttributeList> lists_;
+  uint64_t list_heap_bytes_ = 0;
+};
+
+}  // namespace shoal::storage
