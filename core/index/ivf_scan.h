@@ -90,6 +90,9 @@ absl::Status Catching(const char* what, Fn&& fn) {
 // A 4-bit PQ (fast-scan) model is scanned with each query's top-k threshold inside the kernel
 // (FastScanRegion, shifted by the query's coarse key of the partition): only rows that can
 // enter a top-k leave the registers, with the keys ScorePartition would give them.
+// A filtered query (its sink has a RowSelection) that selects at most a quarter of the rows
+// is scored on just those rows, their codes gathered, with the single-query kernel's keys;
+// not for fast-scan codes (interleaved in blocks) or memtable blocks.
 // dead_flags (memtable rows) may be null. The rows are rows [row_begin, row_begin + n) of
 // `partition` (a memtable block's slice starts past 0), as a sink's RowSelection numbers them.
 void ScoreIntoSinks(const ScanQuery* queries, const Sink* sinks, size_t nq, const uint8_t* codes,

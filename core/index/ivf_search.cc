@@ -73,22 +73,42 @@ uint64_t SegmentRows(const IvfSegmentRef& seg) {
   return rows;
 }
 
-// The most selected rows for which a segment takes the exact_matches plan (reads just those
-// rows' vectors): past it, a walk of the segment's partitions costs less. A filtered walk
-// scans at least min(`budget`, its matches) selected rows, so at or under the budget reading
-// the matches alone is never more work; past it, while the matches' vectors (random reads of
-// full precision) come to at most half the bytes an unfiltered query scans.
-uint64_t ExactMatchesLimit(const IvfSegmentRef& seg, size_t nprobe, uint64_t budget, uint32_t dim) {
+// Whether a segment with `matches` selected rows takes the exact_matches plan (reads just
+// those rows' vectors, full precision, in runs) rather than a walk of its partitions. Priced in
+// bytes: the walk reads at least the nprobe nearest partitions, and to scan `budget` selected
+// rows it reads about budget / density rows' codes (density = matches / rows); the matches'
+// vectors are read once. At or under the budget the exact plan is never more work.
+bool PrefersExactMatches(const IvfSegmentRef& seg, uint64_t matches, size_t nprobe, uint64_t budget,
+                         uint32_t dim) {
+  if (matches > RowSelection::kMaxListed) return false;
+  if (matches <= budget) return true;
   uint64_t rows = 0, bytes = 0;
   for (size_t p = 0; p < seg.partition_rows.size(); ++p) {
     rows += seg.partition_rows[p];
     bytes += seg.partition_bytes[p];
   }
-  if (rows == 0) return 0;
+  if (rows == 0) return true;
+  const double bytes_per_row = double(bytes) / double(rows);
   const size_t nlist = std::max<size_t>(1, seg.partition_rows.size());
-  const uint64_t scanned_bytes = seg.model->exact ? bytes : bytes * nprobe / nlist;
-  const uint64_t by_bytes = scanned_bytes / (2 * uint64_t(dim) * sizeof(float));
-  return std::min<uint64_t>(RowSelection::kMaxListed, std::max(budget, by_bytes));
+  const double probed_rows =
+      seg.model->exact ? double(rows) : double(rows * nprobe) / double(nlist);
+  const double walked_rows = std::min(
+      double(rows), std::max(probed_rows, double(budget) * double(rows) / double(matches)));
+  return double(matches) * double(dim) * sizeof(float) <= walked_rows * bytes_per_row;
+}
+
+// How far to route a filtered query first: its nprobe, a few more, and about as many
+// partitions as hold `enough` selected rows at the segment's density (twice that, for the
+// spread between partitions), so that few queries run out and are routed over every partition.
+size_t FilteredRouteDepth(const IvfSegmentRef& seg, size_t nprobe, uint64_t enough,
+                          double density) {
+  const size_t nlist = seg.partition_rows.size();
+  const double rows_per_partition = double(SegmentRows(seg)) / double(std::max<size_t>(1, nlist));
+  const double needed = density > 0 && rows_per_partition > 0
+                            ? 2 * double(enough) / (density * rows_per_partition)
+                            : double(nlist);
+  const size_t depth = std::max({4 * nprobe, nprobe + 32, size_t(std::min(needed, double(nlist)))});
+  return std::min(nlist, depth);
 }
 
 // One unit of scanning: a segment's partition, a run of a segment's selected rows (the
@@ -277,16 +297,10 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       // times nprobe; a query that runs out is routed again over every partition.
       const RowSelection* select = seg.selection.get();
       if (select) rows_matched += select->matches();
-      const size_t depth =
-          select ? std::min(nlist, std::max<size_t>(4 * nprobe, nprobe + 32)) : nprobe;
-      const uint64_t budget =
-          select ? std::min<uint64_t>(select->matches(),
-                                      uint64_t(req_.options.filter_rows_per_k) * req_.k)
-                 : 0;
+      const uint64_t per_k = uint64_t(req_.options.filter_rows_per_k) * req_.k;
+      const uint64_t budget = select ? std::min<uint64_t>(select->matches(), per_k) : 0;
       if (select && select->listed() &&
-          select->matches() <= ExactMatchesLimit(seg, nprobe,
-                                                 uint64_t(req_.options.filter_rows_per_k) * req_.k,
-                                                 uint32_t(dim))) {
+          PrefersExactMatches(seg, select->matches(), nprobe, per_k, uint32_t(dim))) {
         AddListedWork(s, *select, &listed_work);
         prepared_.push_back(nullptr);  // nothing of this segment is scanned from its codes
         continue;
@@ -296,6 +310,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       const uint64_t seg_rows = SegmentRows(seg);
       const double density =
           select && seg_rows > 0 ? double(select->matches()) / double(seg_rows) : 1.0;
+      const size_t depth = select ? FilteredRouteDepth(seg, nprobe, budget, density) : nprobe;
       // Batched coarse search (one sgemm per block of queries); may throw bad_alloc, which
       // Route's Catching turns into the request's status.
       RouteQueries(model, req_.queries.data(), nq, depth, &probes);

@@ -34,13 +34,14 @@
 // I/O scheduler (server/server.cc shutdown).
 //
 // Filters (request.filtered): each segment's RowSelection (core/index/row_selection.h) and the
-// memtable's decide which rows may answer. A segment whose selection lists few enough rows
-// (ExactMatchesLimit in ivf_search.cc) is not routed: its selected rows' vectors are read
-// through ReadRaw in runs, under the same pinned-bytes budget as fetches, and scored exactly
-// for every query (kExactMatches when no segment was walked). Otherwise a query takes
-// partitions nearest first (routed to
-// 4x nprobe, and over every partition if that runs out), passing over those without a
-// selected row (partitions_skipped), until it has its nprobe and enough selected rows
+// memtable's decide which rows may answer. A segment whose selected rows' vectors cost fewer
+// bytes to read than its walk would (PrefersExactMatches in ivf_search.cc) is not routed:
+// those vectors are read through ReadRaw in runs, under the same pinned-bytes budget as
+// fetches, and scored exactly for every query (kExactMatches when no segment was walked).
+// Otherwise a query takes partitions nearest first (routed first to as many as should hold
+// its selected rows at the segment's density, at least 4x nprobe, and over every partition if
+// that runs out), passing over those without a selected row (partitions_skipped), until it
+// has its nprobe and enough selected rows
 // (IvfSearchOptions::filter_rows_per_k; at least k, or all the segment has, so every query
 // gets min(k, selected rows): I-10). Selected rows are tested
 // per row in the scan, for the request's own queries and for joiners of its shared scans, each

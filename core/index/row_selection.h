@@ -9,6 +9,8 @@
 // then immutable: thread-safe to share between the search's tasks and joiners' shared scans.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +38,18 @@ class RowSelection {
   uint64_t matches_in(uint32_t partition) const { return per_partition_[partition]; }
   // Selected rows among rows [begin, end) of `partition`.
   uint64_t CountRange(uint32_t partition, uint64_t begin, uint64_t end) const;
+  // Calls fn(row) for each selected row of `partition` in [begin, end), ascending.
+  template <typename Fn>
+  void ForEachSelected(uint32_t partition, uint64_t begin, uint64_t end, Fn fn) const {
+    const uint64_t base = first_row_[partition];
+    for (uint64_t r = base + begin, e = base + end; r < e;) {
+      uint64_t bits = words_[r >> 6] >> (r & 63);
+      const uint64_t take = std::min<uint64_t>(64 - (r & 63), e - r);
+      if (take < 64) bits &= (uint64_t(1) << take) - 1;
+      for (; bits != 0; bits &= bits - 1) fn(uint32_t(r - base + uint64_t(std::countr_zero(bits))));
+      r += take;
+    }
+  }
   uint32_t partitions() const { return uint32_t(per_partition_.size()); }
   // What the bitset (and the listed ids) cost in memory.
   uint64_t memory_bytes() const;
