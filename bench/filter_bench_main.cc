@@ -9,7 +9,9 @@
 // (correlated) and far from it (anti-correlated). Each system runs at the smallest nprobe of
 // --nprobe reaching --operating-recall unfiltered, then every case in --reps interleaved
 // repetitions (median QPS); requests carry up to --batch queries that share a filter, from
-// --clients closed-loop threads. It also counts queries answered with fewer than
+// --clients closed-loop threads. Then, per case, its first --cold-queries queries one at a time,
+// each after a restart of shoald that drops its files' page cache: the bytes a query reads
+// cold. It also counts queries answered with fewer than
 // min(k, matches) neighbours (there must be none) and reports the attributes' memory.
 // Writes DIR/filtered.md and DIR/filtered.csv.
 #include <faiss/IndexFlat.h>
@@ -48,6 +50,7 @@ struct Options {
   double operating_recall = 0.95;
   size_t batch = 10, clients = 2;
   int reps = 3;
+  size_t cold_queries = 5;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   bool quiet_check = false;
   std::string out_dir = "bench/results/filtered";
@@ -207,6 +210,7 @@ struct Row {
   std::vector<double> shoal_qps, faiss_qps;
   size_t shoal_short = 0, faiss_short = 0;
   double bytes_per_query = 0, matching_scanned = 0;
+  double cold_bytes_per_query = 0;  // mean over the cold queries
   std::map<std::string, size_t> plans;
 };
 
@@ -329,35 +333,68 @@ int Run(const Options& o) {
     }
   }
 
+  std::string quiet_result;
+  if (quiet) {
+    const absl::Status s = quiet->Finish("the sweep");
+    quiet_result = s.ok() ? "passed" : s.ToString();
+  }
+  const size_t cold_queries = std::min(o.cold_queries, d.nq);
+  for (size_t i = 0; i < cases.size() && cold_queries > 0; ++i) {
+    for (size_t q = 0; q < cold_queries; ++q) {
+      if (auto cold = shoal.MakeCold(); !cold.ok() || !*cold) {
+        std::fprintf(stderr, "cold restart: %s\n",
+                     cold.ok() ? "not our server" : cold.status().ToString().c_str());
+        return 1;
+      }
+      int64_t ids[64];
+      QueryStats stats;
+      size_t hits = 0;
+      const std::string& filter = cases[i].filter[cases[i].group_of[q]];
+      if (absl::Status s = shoal.SearchFiltered(d.query(q), 1, std::min<uint32_t>(o.k, 64), filter,
+                                                ids, &stats, &hits);
+          !s.ok()) {
+        std::fprintf(stderr, "%s cold: %s\n", cases[i].name.c_str(), s.ToString().c_str());
+        return 1;
+      }
+      rows[i].cold_bytes_per_query += double(stats.bytes_read) / double(cold_queries);
+    }
+  }
+
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   std::string md = absl::StrFormat(
       "# Filtered search: %s (%zu x %u), shoal:%s nlist %u (nprobe %u) vs FAISS IVFFlat + "
       "IDSelectorBitmap (nprobe %u)\n\n%zu queries, k = %u, batches of up to %zu sharing a filter, "
-      "%zu clients, median of %d interleaved runs; FAISS on %d threads.\n\n",
+      "%zu clients, median of %d interleaved runs; FAISS on %d threads. bytes/q: read by Shoal "
+      "per query in those runs (warm partition cache); cold bytes/q: one query alone after a "
+      "restart with its files' page cache dropped, mean of %zu per case.\n\n",
       d.name, d.n, d.dim, o.index, o.nlist, shoal_nprobe, faiss_nprobe, d.nq, o.k, o.batch,
-      o.clients, o.reps, o.threads);
+      o.clients, o.reps, o.threads, cold_queries);
   absl::StrAppend(&md,
                   "| regime | filter | selectivity | plan | recall | QPS | x unfiltered | "
-                  "bytes/q | matches scanned/q | FAISS recall | FAISS QPS | Shoal/FAISS | short "
-                  "(Shoal/FAISS) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                  "bytes/q | cold bytes/q | x unfiltered cold | matches scanned/q | FAISS recall | "
+                  "FAISS QPS | Shoal/FAISS | short (Shoal/FAISS) |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::string csv =
       "regime,filter,selectivity,plan,recall,qps,qps_vs_unfiltered,bytes_per_query,"
-      "matching_rows_scanned,faiss_recall,faiss_qps,short,faiss_short\n";
+      "cold_bytes_per_query,matching_rows_scanned,faiss_recall,faiss_qps,short,faiss_short\n";
   const double base_qps = Median(rows[0].shoal_qps);
+  const double base_cold = std::max(1.0, rows[0].cold_bytes_per_query);
   for (const Row& r : rows) {
     const double qps = Median(r.shoal_qps), fqps = Median(r.faiss_qps);
     absl::StrAppendFormat(&md,
-                          "| %s | `%s` | %.4f%% | %s | %.3f | %.0f | %.2f | %.0f | %.0f | %.3f | "
-                          "%.0f | %.2f | %zu/%zu |\n",
+                          "| %s | `%s` | %.4f%% | %s | %.3f | %.0f | %.2f | %.0f | %.0f | %.2f | "
+                          "%.0f | %.3f | %.0f | %.2f | %zu/%zu |\n",
                           r.c->regime, r.c->name, 100 * r.c->selectivity(d.n), Plans(r),
                           r.shoal_recall, qps, qps / base_qps, r.bytes_per_query,
+                          r.cold_bytes_per_query, r.cold_bytes_per_query / base_cold,
                           r.matching_scanned, r.faiss_recall, fqps, qps / fqps, r.shoal_short,
                           r.faiss_short);
-    absl::StrAppendFormat(&csv, "%s,\"%s\",%.6f,%s,%.4f,%.1f,%.3f,%.0f,%.0f,%.4f,%.1f,%zu,%zu\n",
+    absl::StrAppendFormat(&csv,
+                          "%s,\"%s\",%.6f,%s,%.4f,%.1f,%.3f,%.0f,%.0f,%.0f,%.4f,%.1f,%zu,%zu\n",
                           r.c->regime, r.c->name, r.c->selectivity(d.n), Plans(r), r.shoal_recall,
-                          qps, qps / base_qps, r.bytes_per_query, r.matching_scanned,
-                          r.faiss_recall, fqps, r.shoal_short, r.faiss_short);
+                          qps, qps / base_qps, r.bytes_per_query, r.cold_bytes_per_query,
+                          r.matching_scanned, r.faiss_recall, fqps, r.shoal_short, r.faiss_short);
   }
   if (auto info = shoal.Describe(); info.ok()) {
     const double per_million = double(info->attribute_memory_bytes) / double(d.n) * 1e6;
@@ -368,10 +405,7 @@ int Run(const Options& o) {
                           workload->rows[0].label >= 0 ? 6 : 5,
                           per_million / (1 << 20) / (workload->rows[0].label >= 0 ? 6 : 5));
   }
-  if (quiet) {
-    const absl::Status s = quiet->Finish("the sweep");
-    absl::StrAppend(&md, "\nQuiet check: ", s.ok() ? "passed" : s.ToString(), "\n");
-  }
+  if (quiet) absl::StrAppend(&md, "\nQuiet check: ", quiet_result, "\n");
   std::ofstream(o.out_dir + "/filtered.md") << md;
   std::ofstream(o.out_dir + "/filtered.csv") << csv;
   std::fputs(md.c_str(), stdout);
@@ -398,6 +432,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "queries per request at most (same filter)");
   app.add_option("--clients", o.clients, "closed-loop client threads");
   app.add_option("--reps", o.reps, "interleaved repetitions (median)");
+  app.add_option("--cold-queries", o.cold_queries,
+                 "queries per case measured cold, each after a restart (0: none)");
   app.add_option("--threads", o.threads, "FAISS and ground-truth threads");
   app.add_flag("--quiet-check", o.quiet_check, "report whether anything else used the CPU");
   app.add_option("--out", o.out_dir, "output directory");
