@@ -12,7 +12,7 @@ export CCACHE_NOHASHDIR := 1
 
 FUZZ_SECONDS ?= 20
 
-.PHONY: bench-io bench-io-cold bench bench-quick image image-test crash-soak
+.PHONY: bench-io bench-io-cold bench bench-quick bench-filter image image-test crash-soak
 .PHONY: all deps build run test check test-release test-asan test-tsan fuzz test-fuzz coverage \
 	format clean help python model-check
 
@@ -30,6 +30,7 @@ help:
 	@echo "make test-asan-seeded  the same for a seeded use-after-free and the asan build"
 	@echo "make bench      shoal-bench standard suite vs FAISS and hnswlib -> bench/results/<date>/"
 	@echo "make bench-quick  the same harness on a small synthetic set, < 2 min"
+	@echo "make bench-filter filtered search sweep vs unfiltered and FAISS + IDSelectorBitmap, ~4 min"
 	@echo "make crash-soak kill -9 shoald CRASH_CYCLES times (default 500) at failpoints and at random"
 	@echo "make bench-io   I/O scheduler (io_uring, pread) vs fio, random O_DIRECT reads"
 	@echo "make bench-io-cold  one cold query's time vs fio reading the same offsets"
@@ -187,6 +188,13 @@ bench: build
 bench-quick: build
 	$(BENCH_ENV) build/bin/shoal-bench --out bench/results/$(BENCH_DATE)-quick $(BENCH_QUICK)
 	@echo "report: bench/results/$(BENCH_DATE)-quick/report.md"
+
+bench-filter: build
+	$(BENCH_ENV) build/bin/shoal-filter-bench --quiet-check --out bench/results/$(BENCH_DATE)-filtered-fmnist
+	$(BENCH_ENV) build/bin/shoal-filter-bench --quiet-check --nlist 1024 \
+	  --dataset synthetic:n=200000,dim=128,clusters=1000,seed=1 \
+	  --out bench/results/$(BENCH_DATE)-filtered-synthetic
+	@echo "reports: bench/results/$(BENCH_DATE)-filtered-*/filtered.md"
 
 coverage: deps
 	$(call build_preset,coverage)
