@@ -30,6 +30,11 @@ class IntLeaf {
   explicit IntLeaf(const Expr& leaf);
 
   Mode mode() const { return mode_; }
+  // kRange: the values v with uint64(v) - uint64(lo()) <= span(); kOutside: the others.
+  int64_t lo() const { return lo_; }
+  uint64_t span() const { return span_; }
+  // kSet: the values in set(); kNotSet: the others. Sorted, distinct.
+  const std::vector<int64_t>& set() const { return set_; }
 
   template <typename F>
   void Visit(F&& loop) const {
@@ -78,6 +83,9 @@ class DoubleLeaf {
   explicit DoubleLeaf(const Expr& leaf);
 
   Mode mode() const { return mode_; }
+  // kCompare: the values v with `v op() x()`, as the native compare.
+  CompareOp op() const { return op_; }
+  double x() const { return x_; }
 
   template <typename F>
   void Visit(F&& loop) const {

@@ -4,6 +4,8 @@
 #include <bit>
 #include <utility>
 
+#include "core/index/bit_count.h"
+
 namespace shoal::core {
 
 RowSelection::RowSelection(const std::vector<uint64_t>& partition_rows)
@@ -39,14 +41,7 @@ void RowSelection::Select(uint32_t partition, uint32_t row) {
 }
 
 uint64_t RowSelection::CountRange(uint32_t partition, uint64_t begin, uint64_t end) const {
-  uint64_t count = 0;
-  for (uint64_t r = first_row_[partition] + begin, e = first_row_[partition] + end; r < e;) {
-    const uint64_t bits = words_[r >> 6] >> (r & 63);
-    const uint64_t take = std::min<uint64_t>(64 - (r & 63), e - r);
-    count += uint64_t(std::popcount(take == 64 ? bits : bits & ((uint64_t(1) << take) - 1)));
-    r += take;
-  }
-  return count;
+  return CountBits(words_.data(), first_row_[partition] + begin, first_row_[partition] + end);
 }
 
 uint64_t RowSelection::memory_bytes() const {

@@ -20,14 +20,19 @@ uint64_t AttributeColumns::rows() const {
   return ids_.size();
 }
 
-void AttributeColumns::ClearDead(RowBits* bits, const core::IdFilter& dead) const {
+uint64_t AttributeColumns::ClearDead(RowBits* bits, const core::IdFilter& dead) const {
   absl::ReaderMutexLock lock(&mu_);
+  uint64_t cleared = 0;
   for (size_t w = 0; w < bits->words.size(); ++w) {
     for (uint64_t word = bits->words[w]; word != 0; word &= word - 1) {
       const uint64_t r = w * 64 + uint64_t(std::countr_zero(word));
-      if (dead.IsDead(ids_[r])) bits->Clear(r);
+      if (dead.IsDead(ids_[r])) {
+        bits->Clear(r);
+        ++cleared;
+      }
     }
   }
+  return cleared;
 }
 
 std::vector<uint64_t> AttributeColumns::IdsOf(const RowBits& bits) const {

@@ -48,8 +48,9 @@ class AttributeColumns {
   // ancestor of the deepest leaf, plus the leaf's): what a search prices for it (I-9).
   static uint64_t BitsetsToSelect(const core::filter::Filter& filter);
 
-  // Clears the rows of `bits` whose id `dead` says is dead (deleted or superseded).
-  void ClearDead(RowBits* bits, const core::IdFilter& dead) const;
+  // Clears the rows of `bits` whose id `dead` says is dead (deleted or superseded); returns how
+  // many it cleared.
+  uint64_t ClearDead(RowBits* bits, const core::IdFilter& dead) const;
   // The ids of the rows set in `bits`, in row order.
   std::vector<uint64_t> IdsOf(const RowBits& bits) const;
   uint64_t memory_bytes() const;

@@ -6,6 +6,7 @@
 
 #include "core/filter/scalar_order.h"
 #include "core/filter/typed_leaf.h"
+#include "storage/attributes/match_kernels.h"
 
 namespace shoal::storage {
 
@@ -124,12 +125,29 @@ void FieldColumn::Eval(const Expr& leaf, RowBits* out) const {
     return;
   }
   if (ints > 0) {
-    core::filter::IntLeaf(leaf).Visit(
-        [&](auto satisfies) { SetWhere(ints_, ints, satisfies, out); });
+    using Mode = core::filter::IntLeaf::Mode;
+    const core::filter::IntLeaf compiled(leaf);
+    const bool interval = compiled.mode() == Mode::kRange || compiled.mode() == Mode::kOutside;
+    const bool set = (compiled.mode() == Mode::kSet || compiled.mode() == Mode::kNotSet) &&
+                     compiled.set().size() <= kMaxSetLiterals;
+    if (interval && ints_.rows.empty()) {
+      OrIntervalBits(ints_.values.data(), ints, compiled.lo(), compiled.span(),
+                     compiled.mode() == Mode::kOutside, out->words.data());
+    } else if (set && ints_.rows.empty()) {
+      OrSetBits(ints_.values.data(), ints, compiled.set().data(), compiled.set().size(),
+                compiled.mode() == Mode::kNotSet, out->words.data());
+    } else {
+      compiled.Visit([&](auto satisfies) { SetWhere(ints_, ints, satisfies, out); });
+    }
   }
   if (doubles > 0) {
-    core::filter::DoubleLeaf(leaf).Visit(
-        [&](auto satisfies) { SetWhere(doubles_, doubles, satisfies, out); });
+    const core::filter::DoubleLeaf compiled(leaf);
+    if (compiled.mode() == core::filter::DoubleLeaf::Mode::kCompare && doubles_.rows.empty()) {
+      OrCompareBits(doubles_.values.data(), doubles, compiled.op(), compiled.x(),
+                    out->words.data());
+    } else {
+      compiled.Visit([&](auto satisfies) { SetWhere(doubles_, doubles, satisfies, out); });
+    }
   }
   if (bools > 0) {
     const bool table[2] = {core::filter::ScalarSatisfies(false, leaf),

@@ -3,9 +3,10 @@
 // and lists — each kind as its values in row order with their row numbers (no row numbers
 // while the kind covers every row so far: entry i is row i). A leaf of a filter is evaluated
 // over it kind by kind with the leaf compiled for that kind (core/filter/typed_leaf.h): a
-// compare or two per int or double, one table lookup per string or bool (the leaf is decided
-// once per distinct string), the reference per-element test for lists. A row holds one value
-// per key, so the kinds' rows are disjoint.
+// compare or two per int or double (vector compares over a dense kind, match_kernels.h), one
+// table lookup per string or bool (the leaf is decided once per distinct string), the
+// reference per-element test for lists. A row holds one value per key, so the kinds' rows are
+// disjoint.
 //
 // Memory per entry: 8 bytes for an int or a double, 4 for a string's code, 1 for a bool, plus 4
 // for its row number once the kind is sparse; each distinct string once; lists as they are.

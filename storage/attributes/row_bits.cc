@@ -1,7 +1,8 @@
 #include "storage/attributes/row_bits.h"
 
-#include <bit>
 #include <cstddef>
+
+#include "core/index/bit_count.h"
 
 namespace shoal::storage {
 
@@ -10,9 +11,7 @@ RowBits::RowBits(uint64_t n, bool value) : rows(n), words((n + 63) / 64, value ?
 }
 
 uint64_t RowBits::Count() const {
-  uint64_t n = 0;
-  for (uint64_t w : words) n += uint64_t(std::popcount(w));
-  return n;
+  return core::CountBits(words.data(), 0, uint64_t(words.size()) * 64);
 }
 
 void RowBits::And(const RowBits& other) {

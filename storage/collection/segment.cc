@@ -158,17 +158,22 @@ std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Fi
   RowBits bits = columns_.Select(filter, columns_.rows());
   // Dead rows out: through the tombstones newer than the segment when they are fewer than the
   // selected rows (one lookup each), else by asking about every selected row.
-  if (newer.size() < bits.Count()) {
+  uint64_t selected = bits.Count();
+  if (newer.size() < selected) {
     for (const Tombstone& t : newer) {
       if (auto it = where_.find(t.id); it != where_.end()) {
-        bits.Clear(raw_row_start_[it->second.partition] + it->second.row);
+        const uint64_t r = raw_row_start_[it->second.partition] + it->second.row;
+        if (bits.Test(r)) {
+          bits.Clear(r);
+          --selected;
+        }
       }
     }
   } else {
-    columns_.ClearDead(&bits, dead);
+    selected -= columns_.ClearDead(&bits, dead);
   }
   std::vector<uint64_t> ids;
-  const bool list = bits.Count() <= core::RowSelection::kMaxListed;
+  const bool list = selected <= core::RowSelection::kMaxListed;
   if (list) ids = columns_.IdsOf(bits);
   auto selection = std::make_shared<core::RowSelection>(partition_rows_, std::move(bits.words));
   if (list) selection->SetListedIds(std::move(ids));
