@@ -132,9 +132,9 @@ struct Work {
 // passing over those without a selected row, until it has `nprobe` of them and `enough`
 // selected rows (unfiltered: the nprobe nearest non-empty ones). A partition counts towards
 // nprobe by its share of matches against the segment's (`density`: selected rows per row):
-// one holding its fair share or more counts 1, one with a few stray matches counts as that
-// fraction — so a filter whose matches cluster far from the query (anti-correlated) still
-// gets nprobe partitions' worth of matches, not nprobe strays.
+// one holding three quarters of its fair share or more counts 1, one with a few stray matches
+// counts as that fraction (ProbeCredit) — so a filter whose matches cluster far from the query
+// (anti-correlated) still gets nprobe partitions' worth of matches, not nprobe strays.
 struct RouteWalk {
   uint32_t segment = 0, query = 0;
   size_t nprobe = 0;
@@ -146,6 +146,12 @@ struct RouteWalk {
   bool widened = false;  // passed over one, or took more than nprobe
   bool done = false;     // had nprobe and enough before the route ran out
 };
+
+// What a partition holding `share` of its fair share of matches counts towards nprobe: 1 from
+// three quarters of its fair share up (a broad filter's partitions scatter around 1 by sampling
+// noise alone, and counting 0.93 of one made a walk take an extra partition for a few missing
+// matches), else the fraction itself (the strays of an anti-correlated filter).
+double ProbeCredit(double share) { return share >= 0.75 ? 1.0 : share; }
 
 // Walks `route` (`len` probes) for walk->query, adding its work items; a partition the query
 // already took (an earlier, shorter route) counts again but is not added twice.
@@ -165,8 +171,8 @@ void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWa
       continue;
     }
     if (select && walk->taken >= double(walk->nprobe)) walk->widened = true;
-    walk->taken += select ? std::min(1.0, double(select->matches_in(p)) /
-                                              (double(seg.partition_rows[p]) * walk->density))
+    walk->taken += select ? ProbeCredit(double(select->matches_in(p)) /
+                                        (double(seg.partition_rows[p]) * walk->density))
                           : 1.0;
     if (select) walk->matched += select->matches_in(p);
     int64_t& index = (*work_of)[p];
