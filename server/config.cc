@@ -119,6 +119,10 @@ const std::vector<Field>& Fields() {
        &Config::cache_refine_bytes,
        "full-precision rows kept in memory for refine (SQ8/PQ segments), besides cache.bytes; "
        "0 = cache.bytes / 8"},
+      {"cache.filter_bytes", "SHOAL_CACHE_FILTER_BYTES", "--cache-filter-bytes",
+       &Config::cache_filter_bytes,
+       "what filters select per segment, kept for repeated filters, besides cache.bytes; "
+       "0 = cache.bytes / 32"},
       {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
        "--max-candidates-per-query", &Config::max_candidates_per_query,
        "k * refine_factor of one query; more get INVALID_ARGUMENT"},
@@ -239,6 +243,10 @@ int64_t Config::EffectiveCacheBytes() const { return EffectiveSizing().cache_byt
 
 int64_t Config::EffectiveRefineBytes() const {
   return cache_refine_bytes > 0 ? cache_refine_bytes : EffectiveCacheBytes() / 8;
+}
+
+int64_t Config::EffectiveFilterBytes() const {
+  return cache_filter_bytes > 0 ? cache_filter_bytes : EffectiveCacheBytes() / 32;
 }
 
 absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {

@@ -127,6 +127,10 @@ struct Config {
   // Full-precision rows kept in memory for refine (storage/cache/row_cache.h), a budget of its
   // own besides cache.bytes; 0 = cache.bytes / 8 as resolved. Default: 0.
   int64_t cache_refine_bytes = 0;
+  // What filters select per segment, kept so that a repeated filter is not evaluated over every
+  // row again (storage/cache/selection_cache.h), a budget of its own besides cache.bytes;
+  // 0 = cache.bytes / 32 as resolved. Default: 0.
+  int64_t cache_filter_bytes = 0;
   // What one request may make the server hold (DESIGN I-9), estimated from its fields before
   // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
   // INVALID_ARGUMENT. Default: 100000.
@@ -147,6 +151,9 @@ struct Config {
 
   // cache_refine_bytes with 0 resolved (cache.bytes / 8).
   int64_t EffectiveRefineBytes() const;
+
+  // cache_filter_bytes with 0 resolved (cache.bytes / 32).
+  int64_t EffectiveFilterBytes() const;
 
   // cpu_threads with 0 resolved against the machine.
   int EffectiveCpuThreads() const;

@@ -120,7 +120,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       {"shoal_cache_evictions_total", "Partitions evicted from the cache"},
       {"shoal_refine_cache_hits_total", "Refine rows answered from the row cache"},
       {"shoal_refine_cache_misses_total", "Refine rows read (page cache or disk)"},
-      {"shoal_refine_cache_evictions_total", "Rows evicted from the refine row cache"}};
+      {"shoal_refine_cache_evictions_total", "Rows evicted from the refine row cache"},
+      {"shoal_filter_cache_hits_total",
+       "Segment selections of a filtered search taken from the filter cache"},
+      {"shoal_filter_cache_misses_total",
+       "Segment selections evaluated over the attribute columns (then kept)"},
+      {"shoal_filter_cache_evictions_total", "Selections evicted from the filter cache"}};
   for (const auto& [name, help] : counters) {
     sampled_counters_[name] =
         &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
@@ -150,6 +155,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            .Register(*registry_);
   sampled_gauges_["refine_used"] = &refine_bytes.Add({{"state", "used"}});
   sampled_gauges_["refine_budget"] = &refine_bytes.Add({{"state", "budget"}});
+  auto& filter_bytes = prometheus::BuildGauge()
+                           .Name("shoal_filter_cache_bytes")
+                           .Help("Filter selection cache bytes (budget: cache.filter_bytes)")
+                           .Register(*registry_);
+  sampled_gauges_["filter_used"] = &filter_bytes.Add({{"state", "used"}});
+  sampled_gauges_["filter_budget"] = &filter_bytes.Add({{"state", "budget"}});
   prometheus::BuildGauge()
       .Name("shoal_simd_level")
       .Help("Distance kernel level in use")
@@ -244,6 +255,11 @@ std::string Metrics::Render(const std::vector<CollectionSample>& collections,
   SetCounter("shoal_refine_cache_evictions_total", storage.refine_evictions);
   sampled_gauges_.at("refine_used")->Set(storage.refine_used);
   sampled_gauges_.at("refine_budget")->Set(storage.refine_budget);
+  SetCounter("shoal_filter_cache_hits_total", storage.filter_hits);
+  SetCounter("shoal_filter_cache_misses_total", storage.filter_misses);
+  SetCounter("shoal_filter_cache_evictions_total", storage.filter_evictions);
+  sampled_gauges_.at("filter_used")->Set(storage.filter_used);
+  sampled_gauges_.at("filter_budget")->Set(storage.filter_budget);
   arena_threads_->Set(arena.threads);
   arena_queued_->Set(arena.queued);
   const double busy_delta = arena.busy_seconds - arena_busy_->Value();

@@ -19,6 +19,8 @@
 //   shoal_cache_bytes{state="used"|"pinned"}, shoal_cache_budget_bytes
 //   shoal_refine_cache_hits_total, shoal_refine_cache_misses_total,
 //   shoal_refine_cache_evictions_total, shoal_refine_cache_bytes{state="used"|"budget"}
+//   shoal_filter_cache_hits_total, shoal_filter_cache_misses_total,
+//   shoal_filter_cache_evictions_total, shoal_filter_cache_bytes{state="used"|"budget"}
 //   shoal_process_heap_allocations_total       counter (shoald only: server/alloc_counter.h)
 //   shoal_simd_level{level}, shoal_build_info{version}
 //
@@ -54,7 +56,9 @@ struct StorageSample {
   double cache_hits = 0, cache_misses = 0, cache_evictions = 0;
   double cache_used = 0, cache_pinned = 0, cache_budget = 0;
   double refine_hits = 0, refine_misses = 0, refine_evictions = 0, refine_used = 0,
-         refine_budget = 0;      // the RowCache
+         refine_budget = 0;  // the RowCache
+  double filter_hits = 0, filter_misses = 0, filter_evictions = 0, filter_used = 0,
+         filter_budget = 0;      // the SelectionCache
   double io_kernel_seconds = 0;  // kernel time of every submission, summed
 };
 

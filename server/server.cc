@@ -97,9 +97,9 @@ absl::Status Server::OpenStorage() {
   }
   s.io = *std::move(io);
   s.metrics.SetIoBackend(std::string(s.io->backend_name()));
-  s.cache = std::make_unique<storage::PartitionCache>(uint64_t(config_.EffectiveCacheBytes()),
-                                                      uint64_t(config_.cache_uncached_bytes),
-                                                      uint64_t(config_.EffectiveRefineBytes()));
+  s.cache = std::make_unique<storage::PartitionCache>(
+      uint64_t(config_.EffectiveCacheBytes()), uint64_t(config_.cache_uncached_bytes),
+      uint64_t(config_.EffectiveRefineBytes()), uint64_t(config_.EffectiveFilterBytes()));
 
   storage::CollectionOptions options;
   options.wal.max_pending_bytes = uint64_t(config_.wal_max_pending_bytes);
@@ -188,6 +188,12 @@ absl::Status Server::StartHttp() {
         storage.refine_evictions = double(rows.evictions);
         storage.refine_used = double(rows.used_bytes);
         storage.refine_budget = double(s.cache->rows().budget());
+        const auto filters = s.cache->selections().stats();
+        storage.filter_hits = double(filters.hits);
+        storage.filter_misses = double(filters.misses);
+        storage.filter_evictions = double(filters.evictions);
+        storage.filter_used = double(filters.used_bytes);
+        storage.filter_budget = double(s.cache->selections().budget());
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }, authorize_metrics});

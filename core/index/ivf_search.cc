@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/seeded_bug.h"
 #include "core/index/coarse_router.h"
@@ -415,7 +414,6 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       w.queries = all;
       out->push_back(std::move(w));
     }
-    if (select.matches() > 0) listed_rows_[s] = select.SelectedRows();
   }
 
   // Decides what to do next under the lock and does it without the lock: fetch more partitions,
@@ -541,7 +539,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   // Reads the vectors of listed work item `index` (not shared: its rows are this request's).
   void StartListedRead(size_t index) {
     const Work& w = work_[index];
-    const std::vector<RowRef>& all = listed_rows_.at(w.segment);
+    const std::vector<RowRef>& all = req_.segments[w.segment].selection->listed_rows();
     std::vector<RowRef> rows(all.begin() + ptrdiff_t(w.row_begin),
                              all.begin() + ptrdiff_t(w.row_begin + w.rows));
     PartitionFetch priority;
@@ -1014,8 +1012,6 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   std::vector<std::unique_ptr<PreparedQueries>> prepared_;  // per segment; set by Route
   std::unique_ptr<PreparedQueries> memtable_prepared_;
   std::vector<Work> work_;  // immutable once routed_
-  // Per segment with the exact_matches plan: where its selected rows are (immutable once routed_).
-  absl::flat_hash_map<uint32_t, std::vector<RowRef>> listed_rows_;
   std::atomic<bool> io_wait_reported_{false};
 
   absl::Mutex mu_;

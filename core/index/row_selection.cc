@@ -47,11 +47,13 @@ uint64_t RowSelection::CountRange(uint32_t partition, uint64_t begin, uint64_t e
 uint64_t RowSelection::memory_bytes() const {
   return (first_row_.capacity() + per_partition_.capacity() + words_.capacity() +
           listed_ids_.capacity()) *
-         sizeof(uint64_t);
+             sizeof(uint64_t) +
+         listed_rows_.capacity() * sizeof(RowRef);
 }
 
 void RowSelection::SetListedIds(std::vector<uint64_t> ids) {
   listed_ids_ = std::move(ids);
+  listed_rows_ = SelectedRows();
   listed_ = true;
 }
 

@@ -5,8 +5,9 @@
 // scanned (ivf_search.h). A segment's partitions are its IVF lists; the memtable's are the
 // blocks of its FlatView.
 //
-// Built once per search (by the storage layer, which knows the attributes and the dead rows),
-// then immutable: thread-safe to share between the search's tasks and joiners' shared scans.
+// Built by the storage layer (which knows the attributes and the dead rows) once per search,
+// or taken from its SelectionCache (storage/cache/selection_cache.h), then immutable:
+// thread-safe to share between searches, their tasks and joiners' shared scans.
 #pragma once
 
 #include <algorithm>
@@ -61,8 +62,12 @@ class RowSelection {
   void SetListedIds(std::vector<uint64_t> ids);
   bool listed() const { return listed_; }
   const std::vector<uint64_t>& listed_ids() const { return listed_ids_; }
-  // Where the selected rows are, in row order (listed_ids()[i] is rows()[i]'s id).
+  // Listed: where the selected rows are, in row order (listed_ids()[i] is listed_rows()[i]'s).
+  const std::vector<RowRef>& listed_rows() const { return listed_rows_; }
+  // Where the selected rows are, in row order.
   std::vector<RowRef> SelectedRows() const;
+  // The bitset: bit r of words()[r / 64] is row r (partition order).
+  const std::vector<uint64_t>& words() const { return words_; }
 
  private:
   std::vector<uint64_t> first_row_;      // per partition
@@ -72,6 +77,7 @@ class RowSelection {
   uint64_t matches_ = 0;
   bool listed_ = false;
   std::vector<uint64_t> listed_ids_;
+  std::vector<RowRef> listed_rows_;
 };
 
 }  // namespace shoal::core

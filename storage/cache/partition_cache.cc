@@ -24,11 +24,13 @@ PartitionHandle::~PartitionHandle() {
   if (cache_) cache_->Unpin(key_);
 }
 
-PartitionCache::PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes, uint64_t row_bytes)
+PartitionCache::PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes, uint64_t row_bytes,
+                               uint64_t selection_bytes)
     : budget_(budget_bytes),
       small_target_(budget_bytes / 10),
       uncached_(uncached_bytes > 0 ? uncached_bytes : budget_bytes),
-      rows_(row_bytes) {}
+      rows_(row_bytes),
+      selections_(selection_bytes) {}
 
 PartitionCache::~PartitionCache() = default;
 

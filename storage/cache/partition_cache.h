@@ -25,7 +25,8 @@
 //
 // Refine's rows: full-precision vectors of single rows are kept apart, in the RowCache
 // (`cache.refine_bytes`, storage/cache/row_cache.h), under a budget of their own; it lives here
-// for the same reason.
+// for the same reason. So are filters' selections per segment, in the SelectionCache
+// (`cache.filter_bytes`, storage/cache/selection_cache.h).
 //
 // Thread-safety: every method is thread-safe; callbacks run without the cache's lock held.
 #pragma once
@@ -45,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/cache/row_cache.h"
+#include "storage/cache/selection_cache.h"
 #include "storage/cache/uncached_budget.h"
 
 namespace shoal::storage {
@@ -111,9 +113,10 @@ class PartitionCache {
   using GetCallback = absl::AnyInvocable<void(absl::StatusOr<PartitionHandle>) &&>;
 
   // `uncached_bytes`: the UncachedBudget's bytes; 0 = budget_bytes (cache.uncached_bytes = 0).
-  // `row_bytes`: the RowCache's budget (0: refine rows are not cached).
+  // `row_bytes`: the RowCache's budget (0: refine rows are not cached); `selection_bytes`: the
+  // SelectionCache's (0: filters are evaluated on every search).
   explicit PartitionCache(uint64_t budget_bytes, uint64_t uncached_bytes = 0,
-                          uint64_t row_bytes = 0);
+                          uint64_t row_bytes = 0, uint64_t selection_bytes = 0);
   ~PartitionCache();
 
   // REQUIRES: `bytes` is the partition's size (known from the segment's metadata).
@@ -132,6 +135,8 @@ class PartitionCache {
   UncachedBudget& uncached() { return uncached_; }
   // Full-precision rows for refine.
   RowCache& rows() { return rows_; }
+  // What filters select in each segment.
+  SelectionCache& selections() { return selections_; }
 
  private:
   friend class PartitionHandle;
@@ -171,6 +176,7 @@ class PartitionCache {
   CacheStats stats_ ABSL_GUARDED_BY(mu_);
   UncachedBudget uncached_;
   RowCache rows_;
+  SelectionCache selections_;
 };
 
 }  // namespace shoal::storage

@@ -155,28 +155,46 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
 std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Filter& filter,
                                                           const core::IdFilter& dead,
                                                           absl::Span<const Tombstone> newer) const {
-  RowBits bits = columns_.Select(filter, columns_.rows());
-  // Dead rows out: through the tombstones newer than the segment when they are fewer than the
-  // selected rows (one lookup each), else by asking about every selected row.
-  uint64_t selected = bits.Count();
-  if (newer.size() < selected) {
-    for (const Tombstone& t : newer) {
-      if (auto it = where_.find(t.id); it != where_.end()) {
-        const uint64_t r = raw_row_start_[it->second.partition] + it->second.row;
-        if (bits.Test(r)) {
-          bits.Clear(r);
-          --selected;
-        }
-      }
-    }
-  } else {
-    selected -= columns_.ClearDead(&bits, dead);
+  // What the filter selects, dead rows aside: cached per (segment, filter text).
+  SelectionCache* cache = cache_ ? &cache_->selections() : nullptr;
+  std::shared_ptr<const core::RowSelection> matched =
+      cache ? cache->Lookup(cache_id_, filter.text()) : nullptr;
+  if (!matched) {
+    matched = ToSelection(columns_.Select(filter, columns_.rows()));
+    if (cache) cache->Insert(cache_id_, filter.text(), matched);
   }
-  std::vector<uint64_t> ids;
-  const bool list = selected <= core::RowSelection::kMaxListed;
-  if (list) ids = columns_.IdsOf(bits);
-  auto selection = std::make_shared<core::RowSelection>(partition_rows_, std::move(bits.words));
-  if (list) selection->SetListedIds(std::move(ids));
+  // Dead rows out: through the tombstones newer than the segment when they are fewer than the
+  // selected rows (one lookup each), else by asking about every selected row. Without a dead
+  // selected row the matches are the answer as they are, shared.
+  RowBits bits(0);
+  uint64_t cleared = 0;
+  if (newer.size() < matched->matches()) {
+    for (const Tombstone& t : newer) {
+      auto it = where_.find(t.id);
+      if (it == where_.end() || !matched->Selected(it->second.partition, it->second.row)) continue;
+      if (cleared++ == 0) bits = CopyBits(*matched);
+      bits.Clear(raw_row_start_[it->second.partition] + it->second.row);
+    }
+  } else if (!newer.empty()) {
+    bits = CopyBits(*matched);
+    cleared = columns_.ClearDead(&bits, dead);
+  }
+  if (cleared == 0) return matched;
+  return ToSelection(bits);
+}
+
+RowBits Segment::CopyBits(const core::RowSelection& selection) const {
+  RowBits bits(0);
+  bits.rows = columns_.rows();
+  bits.words = selection.words();
+  return bits;
+}
+
+std::shared_ptr<const core::RowSelection> Segment::ToSelection(const RowBits& bits) const {
+  auto selection = std::make_shared<core::RowSelection>(partition_rows_, bits.words);
+  if (selection->matches() <= core::RowSelection::kMaxListed) {
+    selection->SetListedIds(columns_.IdsOf(bits));
+  }
   return selection;
 }
 

@@ -75,7 +75,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   bool Contains(uint64_t id) const { return where_.contains(id); }
   // The rows `filter` selects, less the dead ones: those `dead` says are dead, which are the
   // rows of the ids in `newer` (the tombstones newer than the segment). For a filtered
-  // search's IvfSegmentRef::selection, and Count. CPU only (the columns are in memory).
+  // search's IvfSegmentRef::selection, and Count. CPU only (the columns are in memory); the
+  // filter's matches come from the cache's SelectionCache when it holds them.
   std::shared_ptr<const core::RowSelection> Select(const core::filter::Filter& filter,
                                                    const core::IdFilter& dead,
                                                    absl::Span<const Tombstone> newer) const;
@@ -122,6 +123,9 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // `on_completion`: ReadRequest::dispatch_on_completion.
   void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done,
                      bool on_completion = false);
+  // `bits` (rows in partition order) as a selection, listing the ids of few matches.
+  std::shared_ptr<const core::RowSelection> ToSelection(const RowBits& bits) const;
+  RowBits CopyBits(const core::RowSelection& selection) const;
   // The row's number in the segment (partition order, as raw.dat stores them): its RowCache key.
   uint64_t RowNumber(const core::RowRef& row) const;
   // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).

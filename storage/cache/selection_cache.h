@@ -1,0 +1,70 @@
+// SelectionCache: what a filter selects in one segment (a core::RowSelection, before dead rows
+// are taken out), kept under a byte budget (`cache.filter_bytes`) so that a filter a workload
+// repeats — a tenant, a category, this month — is evaluated over a segment's attribute columns
+// once, not on every search. Lucene's query cache does the same per index segment, for the same
+// reason: at low selectivity the evaluation over every row costs more than scoring the few
+// matches (storage/collection/segment.h, Select).
+//
+// Keys are (segment cache id, filter text as sent): a segment's rows and attributes never
+// change and a new segment gets a new id, so an entry is never stale, only unused. Deletes are
+// not part of an entry: Segment::Select takes the tombstones newer than the segment out of a
+// copy when one of them is selected. Two spellings of one filter are two entries.
+//
+// Eviction: least recently used first. A selection larger than the budget is not kept.
+//
+// Thread-safety: every method is thread-safe, under one mutex (one lookup per segment of a
+// filtered search; entries are handed out shared and immutable).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "core/index/row_selection.h"
+
+namespace shoal::storage {
+
+struct SelectionCacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t used_bytes = 0;
+};
+
+class SelectionCache {
+ public:
+  // `budget_bytes` 0: nothing is cached.
+  explicit SelectionCache(uint64_t budget_bytes) : budget_(budget_bytes) {}
+
+  // The selection cached for `filter` in segment `segment`; null (a miss) otherwise.
+  std::shared_ptr<const core::RowSelection> Lookup(uint64_t segment, std::string_view filter);
+  // Keeps `selection` (costing its memory_bytes()), evicting the least recently used entries
+  // as needed. Inserting a cached key again does nothing.
+  void Insert(uint64_t segment, std::string_view filter,
+              std::shared_ptr<const core::RowSelection> selection);
+
+  SelectionCacheStats stats() const;
+  uint64_t budget() const { return budget_; }
+
+ private:
+  using Key = std::pair<uint64_t, std::string>;
+  struct Entry {
+    std::shared_ptr<const core::RowSelection> selection;
+    uint64_t bytes = 0;
+    std::list<Key>::iterator age;  // in lru_
+  };
+
+  const uint64_t budget_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::list<Key> lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
+  SelectionCacheStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shoal::storage

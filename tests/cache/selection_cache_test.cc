@@ -1,0 +1,65 @@
+// SelectionCache: hits hand back the selection inserted, entries are keyed by segment and filter
+// text, the least recently used go first when the budget is full, and nothing larger than the
+// budget (or anything, with budget 0) is kept.
+#include "storage/cache/selection_cache.h"
+
+#include "gtest/gtest.h"
+
+namespace shoal::storage {
+namespace {
+
+// A selection over `rows` rows in one partition, the first `matches` selected.
+std::shared_ptr<const core::RowSelection> Selection(uint64_t rows, uint32_t matches) {
+  auto s = std::make_shared<core::RowSelection>(std::vector<uint64_t>{rows});
+  for (uint32_t r = 0; r < matches; ++r) s->Select(0, r);
+  return s;
+}
+
+uint64_t Cost(const std::shared_ptr<const core::RowSelection>& s, std::string_view filter) {
+  return s->memory_bytes() + filter.size();
+}
+
+TEST(SelectionCache, AHitIsTheSelectionInsertedForThatSegmentAndText) {
+  SelectionCache cache(1 << 20);
+  auto a = Selection(1000, 3);
+  EXPECT_EQ(cache.Lookup(1, "a < 3"), nullptr);
+  cache.Insert(1, "a < 3", a);
+  EXPECT_EQ(cache.Lookup(1, "a < 3"), a);
+  EXPECT_EQ(cache.Lookup(2, "a < 3"), nullptr);   // another segment
+  EXPECT_EQ(cache.Lookup(1, "a <  3"), nullptr);  // another spelling
+  cache.Insert(1, "a < 3", Selection(1000, 5));   // already cached: kept as it was
+  EXPECT_EQ(cache.Lookup(1, "a < 3"), a);
+  const SelectionCacheStats s = cache.stats();
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.misses, 3u);
+  EXPECT_EQ(s.used_bytes, Cost(a, "a < 3"));
+}
+
+TEST(SelectionCache, TheLeastRecentlyUsedEntryIsEvictedFirst) {
+  auto a = Selection(4096, 1), b = Selection(4096, 2), c = Selection(4096, 3);
+  SelectionCache cache(Cost(a, "a") + Cost(b, "b") + Cost(c, "c") / 2);  // room for two
+  cache.Insert(7, "a", a);
+  cache.Insert(7, "b", b);
+  EXPECT_EQ(cache.Lookup(7, "a"), a);  // b is now the least recently used
+  cache.Insert(7, "c", c);
+  EXPECT_EQ(cache.Lookup(7, "b"), nullptr);
+  EXPECT_EQ(cache.Lookup(7, "a"), a);
+  EXPECT_EQ(cache.Lookup(7, "c"), c);
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  EXPECT_EQ(cache.stats().used_bytes, Cost(a, "a") + Cost(c, "c"));
+}
+
+TEST(SelectionCache, NothingLargerThanTheBudgetOrWithBudgetZeroIsKept) {
+  auto big = Selection(1 << 16, 1);
+  SelectionCache small(Cost(big, "f") - 1);
+  small.Insert(1, "f", big);
+  EXPECT_EQ(small.Lookup(1, "f"), nullptr);
+  EXPECT_EQ(small.stats().used_bytes, 0u);
+  SelectionCache none(0);
+  none.Insert(1, "f", Selection(10, 1));
+  EXPECT_EQ(none.Lookup(1, "f"), nullptr);
+  EXPECT_EQ(none.stats().used_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace shoal::storage

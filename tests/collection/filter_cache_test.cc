@@ -1,0 +1,150 @@
+// A filter's selection in a segment is evaluated once and then shared from the cache's
+// SelectionCache (storage/cache/selection_cache.h): a repeated filter gets the very selection
+// the first search built, deletes of unselected rows leave it shared, a delete of a selected
+// row is taken out of a copy (never out of the cached entry), and without a budget every search
+// evaluates the filter afresh — with the same rows each way.
+#include <algorithm>
+#include <random>
+
+#include "core/exec/tbb_executor.h"
+#include "core/filter/filter.h"
+#include "gtest/gtest.h"
+#include "storage/collection/collection.h"
+#include "tests/fakes/collection_calls.h"
+#include "tests/fakes/temp_dir.h"
+
+namespace shoal::storage {
+namespace {
+
+using testing::DeleteAndWait;
+using testing::UpsertAndWait;
+
+constexpr uint32_t kDim = 8;
+constexpr size_t kRows = 3000;
+
+// Attribute a = id % 100 on every point.
+std::vector<PointRecord> Points() {
+  std::mt19937 rng{5};
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<PointRecord> points;
+  for (uint64_t id = 0; id < kRows; ++id) {
+    PointRecord p{id, std::vector<float>(kDim), EncodeAttributes({{"a", int64_t(id % 100)}})};
+    for (float& x : p.vector) x = u(rng);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+core::filter::Filter Parse(std::string_view text) {
+  auto f = core::filter::Filter::Parse(text);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return *std::move(f);
+}
+
+class FilterCacheTest : public ::testing::Test {
+ protected:
+  // A built IVF_FLAT collection whose segments use `cache`.
+  std::unique_ptr<Collection> Build(PartitionCache* cache) {
+    auto scheduler = testing::BufferedPreadScheduler();
+    EXPECT_TRUE(scheduler.ok()) << scheduler.status();
+    io_ = *std::move(scheduler);
+    CollectionManifest m;
+    m.name = "c";
+    m.dim = kDim;
+    m.index.type = core::IndexType::kIvfFlat;
+    m.index.nlist = 8;
+    CollectionOptions options;
+    options.scheduler = io_.get();
+    options.cache = cache;
+    auto c = Collection::Create(DefaultFileSystem(), dir_.Sub("c"), m, options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return nullptr;
+    EXPECT_TRUE(UpsertAndWait(**c, Points()).ok());
+    auto built = (*c)->BuildIndex(cpu_);
+    EXPECT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ((*c)->SearchView().segments.size(), 1u);
+    return *std::move(c);
+  }
+
+  static std::shared_ptr<const core::RowSelection> Selection(const Collection& c,
+                                                             const core::filter::Filter& f) {
+    SearchSnapshot snap = c.SearchView(&f);
+    EXPECT_EQ(snap.segments.size(), 1u);
+    return snap.segments.empty() ? nullptr : snap.segments[0].selection;
+  }
+
+  static std::vector<uint64_t> SortedIds(const core::RowSelection& s) {
+    std::vector<uint64_t> ids = s.listed_ids();
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  static std::vector<uint64_t> IdsWithAUnder(uint64_t bound, std::vector<uint64_t> dead = {}) {
+    std::vector<uint64_t> ids;
+    for (uint64_t id = 0; id < kRows; ++id) {
+      if (id % 100 < bound && std::find(dead.begin(), dead.end(), id) == dead.end()) {
+        ids.push_back(id);
+      }
+    }
+    return ids;
+  }
+
+  core::TbbExecutor cpu_{1};
+  std::unique_ptr<IoScheduler> io_;
+  testing::TempDir dir_;
+};
+
+TEST_F(FilterCacheTest, ARepeatedFilterSharesOneSelectionAndDeletesAreTakenOutOfACopy) {
+  PartitionCache cache(64 << 20, 0, 0, 1 << 20);
+  auto c = Build(&cache);
+  ASSERT_NE(c, nullptr);
+  const core::filter::Filter f = Parse("a < 3");
+  auto first = Selection(*c, f);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->listed());
+  EXPECT_EQ(SortedIds(*first), IdsWithAUnder(3));
+  EXPECT_EQ(Selection(*c, f), first);  // evaluated once
+  EXPECT_EQ(cache.selections().stats().hits, 1u);
+  EXPECT_EQ(cache.selections().stats().misses, 1u);
+
+  // A delete of a row the filter does not select: still the cached selection.
+  ASSERT_TRUE(DeleteAndWait(*c, {50}).ok());
+  EXPECT_EQ(Selection(*c, f), first);
+
+  // A delete of a selected row: a selection without it; the cached entry keeps every match.
+  ASSERT_TRUE(DeleteAndWait(*c, {101}).ok());
+  auto after = Selection(*c, f);
+  ASSERT_NE(after, nullptr);
+  EXPECT_NE(after, first);
+  EXPECT_EQ(SortedIds(*after), IdsWithAUnder(3, {101}));
+  EXPECT_EQ(after->matches(), first->matches() - 1);
+  EXPECT_EQ(SortedIds(*first), IdsWithAUnder(3));
+  EXPECT_EQ(cache.selections().stats().misses, 1u);
+
+  // Another filter is another entry.
+  const core::filter::Filter g = Parse("a >= 97");
+  auto other = Selection(*c, g);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->matches(), kRows / 100 * 3);
+  EXPECT_EQ(cache.selections().stats().misses, 2u);
+}
+
+TEST_F(FilterCacheTest, WithoutABudgetEverySearchEvaluatesTheFilterToTheSameRows) {
+  PartitionCache cache(64 << 20);
+  auto c = Build(&cache);
+  ASSERT_NE(c, nullptr);
+  const core::filter::Filter f = Parse("a < 3");
+  auto first = Selection(*c, f);
+  auto second = Selection(*c, f);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(first, second);
+  EXPECT_EQ(first->words(), second->words());
+  EXPECT_EQ(SortedIds(*second), IdsWithAUnder(3));
+  ASSERT_TRUE(DeleteAndWait(*c, {2}).ok());
+  EXPECT_EQ(SortedIds(*Selection(*c, f)), IdsWithAUnder(3, {2}));
+  EXPECT_EQ(cache.selections().stats().used_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace shoal::storage
