@@ -241,6 +241,36 @@ TEST(FilteredSearch, EveryQueryGetsMinKSelectedRowsAndSelectiveOnesAreExact) {
   }
 }
 
+TEST(FilteredSearch, ABroadFilterProbesExactlyNprobePartitions) {
+  // About half of each partition's rows selected — one row fewer in every other partition, as
+  // sampling noise leaves some a little short of their fair share of the matches. A partition
+  // at three quarters of its share or more counts as a whole probe (ProbeCredit), so the walk
+  // takes the nprobe nearest partitions, as an unfiltered search would, not one more for a few
+  // missing matches.
+  Fixture f(VectorEncoding::kFlat);
+  TbbExecutor executor(1);
+  const size_t nq = 16;
+  const auto queries = f.data.Queries(nq, 17);
+  absl::flat_hash_set<uint64_t> selected;
+  IvfSearchRequest req = f.Filtered(queries, nq, 2, &selected);
+  req.options.filter_rows_per_k = 2;  // a budget the nprobe partitions' matches always cover
+  const std::vector<uint64_t>& rows = req.segments[0].partition_rows;
+  auto half = std::make_shared<RowSelection>(rows);
+  for (uint32_t p = 0; p < rows.size(); ++p) {
+    // One row fewer only where that leaves at least three quarters of the share.
+    const uint64_t take =
+        std::max<uint64_t>(1, rows[p] / 2 - (p % 2 == 1 && rows[p] >= 16 ? 1 : 0));
+    for (uint32_t r = 0; r < take; ++r) half->Select(p, r);
+  }
+  req.segments[0].selection = half;
+  auto results = RunSync(executor, std::move(req));
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (size_t q = 0; q < nq; ++q) {
+    EXPECT_EQ((*results)[q].stats.partitions_probed, 4u) << q;
+    EXPECT_EQ((*results)[q].stats.plan, FilterPlan::kIvfBitmap) << q;
+  }
+}
+
 TEST(FilteredSearch, OneProbeStillAnswersKWhenTheSegmentHasThem) {
   Fixture f(VectorEncoding::kSq8);
   TbbExecutor executor(1);
