@@ -230,7 +230,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
         share_(req_.share ? req_.share : std::make_shared<ScanShare>(ScanShare::Options{false})),
         query_seq_(g_next_query_seq.fetch_add(1)),
         max_tasks_(size_t(std::max(1, executor.concurrency()))),
-        memtable_model_{req_.dim, req_.metric, VectorEncoding::kFlat, {}, {}, {}, 0, 0, {}},
+        flat_model_{req_.dim, req_.metric, VectorEncoding::kFlat, {}, {}, {}, 0, 0, {}},
         stats_(req_.num_queries) {
     const uint32_t refine_factor = RefineFactor(req_);
     for (const IvfSegmentRef& s : req_.segments) {
@@ -290,6 +290,10 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     uint64_t rows_matched = req_.memtable_selection ? req_.memtable_selection->matches() : 0;
     bool walked = false;  // filtered: some segment's partitions were walked
     std::vector<Work> listed_work;
+    std::vector<Work> in_place;  // listed work over vectors kept with the selection: no read
+    if (nq > 0) {
+      flat_prepared_ = std::make_unique<PreparedQueries>(flat_model_, req_.queries.data(), nq);
+    }
     for (uint32_t s = 0; s < req_.segments.size(); ++s) {
       const IvfSegmentRef& seg = req_.segments[s];
       const IvfModel& model = *seg.model;
@@ -306,7 +310,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       const uint64_t budget = select ? std::min<uint64_t>(select->matches(), per_k) : 0;
       if (select && select->listed() &&
           PrefersExactMatches(seg, select->matches(), nprobe, per_k, uint32_t(dim))) {
-        AddListedWork(s, *select, &listed_work);
+        AddListedWork(s, *select, select->listed_vectors() ? &in_place : &listed_work);
         prepared_.push_back(nullptr);  // nothing of this segment is scanned from its codes
         continue;
       }
@@ -354,14 +358,12 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     work.insert(work.begin(), std::make_move_iterator(listed_work.begin()),
                 std::make_move_iterator(listed_work.end()));
 
-    // Memtable ranges go first in work_ and are ready at once; segment work follows, fetched
-    // in plan order from next_fetch_.
-    std::vector<Work> memtable_work;
+    // Memtable ranges and listed rows scored in place go first in work_ and are ready at once;
+    // segment work follows, fetched in plan order from next_fetch_.
+    std::vector<Work> memtable_work = std::move(in_place);
     std::vector<uint32_t> all(nq);
     for (uint32_t q = 0; q < nq; ++q) all[q] = q;
     if (req_.memtable.dim == dim && nq > 0) {
-      memtable_prepared_ =
-          std::make_unique<PreparedQueries>(memtable_model_, req_.queries.data(), nq);
       const RowSelection* select = req_.memtable_selection.get();
       for (uint32_t b = 0; b < req_.memtable.blocks.size(); ++b) {
         const size_t rows = req_.memtable.blocks[b].rows;
@@ -374,7 +376,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
           if (select) w.matching = select->CountRange(b, r, r + w.rows);
           w.bytes = w.rows * dim * sizeof(float);
           w.queries = all;
-          w.scan = ScanQueries(*memtable_prepared_, all.data(), nullptr, nq);
+          w.scan = ScanQueries(*flat_prepared_, all.data(), nullptr, nq);
           memtable_work.push_back(std::move(w));
         }
       }
@@ -410,8 +412,11 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       w.row_begin = r;
       w.rows = std::min<size_t>(kListedRowsPerWork, select.matches() - r);
       w.matching = w.rows;
-      w.bytes = w.rows * row_bytes;
+      // Scored in place: nothing is read or pinned (the selection holds the vectors).
+      w.bytes = select.listed_vectors() ? 0 : w.rows * row_bytes;
       w.queries = all;
+      if (select.listed_vectors())
+        w.scan = ScanQueries(*flat_prepared_, all.data(), nullptr, all.size());
       out->push_back(std::move(w));
     }
   }
@@ -778,7 +783,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       if (block.dead) dead_flags = block.dead + w.row_begin;
       select = req_.memtable_selection.get();
       n = w.rows;
-      prepared = memtable_prepared_.get();
+      prepared = flat_prepared_.get();
     } else {
       codes = item.data.codes;
       ids = item.data.ids;
@@ -824,7 +829,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   // re-ranked.
   void ScoreListed(const Work& w, const RawRows& raw, TaskResults* results,
                    Clock::time_point start) {
-    const uint64_t* ids = req_.segments[w.segment].selection->listed_ids().data() + w.row_begin;
+    const RowSelection& select = *req_.segments[w.segment].selection;
+    const uint64_t* ids = select.listed_ids().data() + w.row_begin;
+    if (select.listed_vectors()) return ScoreListedInPlace(w, select, ids, results, start);
     const bool similarity = IsSimilarity(req_.metric);
     for (uint32_t q : w.queries) {
       if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
@@ -842,6 +849,30 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       s.vectors_scanned += w.rows;
       s.matching_rows_scanned += w.rows;
       s.bytes_read += raw.bytes_read;
+      s.cpu_us += cpu_us;
+    }
+  }
+
+  // Scores listed work `w` on the vectors kept with its selection, for every query at once as
+  // a FLAT partition of those rows (through sgemm with the exact recheck when enough queries
+  // share it, so the keys are the single-query kernel's): exact candidates, never re-ranked.
+  void ScoreListedInPlace(const Work& w, const RowSelection& select, const uint64_t* ids,
+                          TaskResults* results, Clock::time_point start) {
+    std::vector<Sink> sinks;
+    sinks.reserve(w.queries.size());
+    for (uint32_t q : w.queries) {
+      if (!results->topk[q]) results->topk[q].emplace(candidates_per_query_);
+      sinks.push_back({&*results->topk[q], nullptr, kExact, nullptr});
+    }
+    const float* rows = select.listed_vectors() + w.row_begin * req_.dim;
+    ScoreIntoSinks(w.scan.data(), sinks.data(), sinks.size(),
+                   reinterpret_cast<const uint8_t*>(rows), ids, nullptr, w.rows, /*exact=*/true,
+                   /*partition=*/0, /*row_begin=*/0);
+    const uint64_t cpu_us = MicrosSince(start) / std::max<size_t>(1, w.queries.size());
+    for (uint32_t q : w.queries) {
+      QueryStats& s = results->stats[q];
+      s.vectors_scanned += w.rows;
+      s.matching_rows_scanned += w.rows;
       s.cpu_us += cpu_us;
     }
   }
@@ -1006,12 +1037,14 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   const std::shared_ptr<ScanShare> share_;  // the request's, or a private unshared one
   const uint64_t query_seq_;
   const size_t max_tasks_;
-  const IvfModel memtable_model_;
+  // FLAT at the request's dim and metric: how the memtable's rows and listed vectors kept with
+  // a selection (exact_matches in place) are scored.
+  const IvfModel flat_model_;
   bool refine_ = false;
   size_t candidates_per_query_ = 0;
   std::vector<std::unique_ptr<PreparedQueries>> prepared_;  // per segment; set by Route
-  std::unique_ptr<PreparedQueries> memtable_prepared_;
-  std::vector<Work> work_;  // immutable once routed_
+  std::unique_ptr<PreparedQueries> flat_prepared_;          // the queries under flat_model_
+  std::vector<Work> work_;                                  // immutable once routed_
   std::atomic<bool> io_wait_reported_{false};
 
   absl::Mutex mu_;

@@ -48,7 +48,7 @@ uint64_t RowSelection::memory_bytes() const {
   return (first_row_.capacity() + per_partition_.capacity() + words_.capacity() +
           listed_ids_.capacity()) *
              sizeof(uint64_t) +
-         listed_rows_.capacity() * sizeof(RowRef);
+         listed_rows_.capacity() * sizeof(RowRef) + listed_vectors_.capacity() * sizeof(float);
 }
 
 void RowSelection::SetListedIds(std::vector<uint64_t> ids) {

@@ -66,6 +66,14 @@ class RowSelection {
   const std::vector<RowRef>& listed_rows() const { return listed_rows_; }
   // Where the selected rows are, in row order.
   std::vector<RowRef> SelectedRows() const;
+  // Listed, as the filter cache may keep it: the listed rows' full-precision vectors, `dim`
+  // floats each, contiguous in listed order, so a search scores them in place with no read;
+  // null when not kept. REQUIRES (setting): listed(); vectors.size() == matches() * dim; not
+  // shared yet.
+  void SetListedVectors(std::vector<float> vectors) { listed_vectors_ = std::move(vectors); }
+  const float* listed_vectors() const {
+    return listed_vectors_.empty() ? nullptr : listed_vectors_.data();
+  }
   // The bitset: bit r of words()[r / 64] is row r (partition order).
   const std::vector<uint64_t>& words() const { return words_; }
 
@@ -78,6 +86,7 @@ class RowSelection {
   bool listed_ = false;
   std::vector<uint64_t> listed_ids_;
   std::vector<RowRef> listed_rows_;
+  std::vector<float> listed_vectors_;
 };
 
 }  // namespace shoal::core

@@ -13,18 +13,27 @@ RowCache::Shard& RowCache::ShardOf(const Key& key) {
 }
 
 std::shared_ptr<const float> RowCache::Lookup(uint64_t segment, uint64_t row, size_t bytes) {
+  return Find(segment, row, bytes, /*count=*/true);
+}
+
+std::shared_ptr<const float> RowCache::Peek(uint64_t segment, uint64_t row, size_t bytes) {
+  return Find(segment, row, bytes, /*count=*/false);
+}
+
+std::shared_ptr<const float> RowCache::Find(uint64_t segment, uint64_t row, size_t bytes,
+                                            bool count) {
   if (shard_budget_ == 0) return nullptr;
   const Key key{segment, row};
   Shard& shard = ShardOf(key);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.index.find(key);
   if (it == shard.index.end() || shard.slots[it->second].bytes != bytes) {
-    ++shard.misses;
+    if (count) ++shard.misses;
     return nullptr;
   }
   Slot& slot = shard.slots[it->second];
   slot.referenced = true;
-  ++shard.hits;
+  if (count) ++shard.hits;
   return slot.data;
 }
 

@@ -46,6 +46,8 @@ class RowCache {
   // Row `row` of segment `segment` when it is cached with `bytes` bytes; null (a miss)
   // otherwise.
   std::shared_ptr<const float> Lookup(uint64_t segment, uint64_t row, size_t bytes);
+  // The same without counting a hit or a miss (for copies made from the cache, not reads).
+  std::shared_ptr<const float> Peek(uint64_t segment, uint64_t row, size_t bytes);
   // Keeps `data` (`bytes` long, not copied), evicting other rows as needed. A row larger than a
   // shard's budget is not kept. Inserting a cached row again does nothing.
   void Insert(uint64_t segment, uint64_t row, std::shared_ptr<const float> data, size_t bytes);
@@ -84,6 +86,7 @@ class RowCache {
   };
 
   Shard& ShardOf(const Key& key);
+  std::shared_ptr<const float> Find(uint64_t segment, uint64_t row, size_t bytes, bool count);
   // Evicts rows at the hand until `bytes` more fit in the shard's budget.
   void MakeRoomLocked(Shard& shard, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 

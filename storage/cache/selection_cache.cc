@@ -24,16 +24,34 @@ void SelectionCache::Insert(uint64_t segment, std::string_view filter,
   Key key{segment, std::string(filter)};
   absl::MutexLock lock(&mu_);
   if (entries_.contains(key)) return;
+  InsertLocked(std::move(key), std::move(selection), bytes);
+}
+
+void SelectionCache::Replace(uint64_t segment, std::string_view filter,
+                             std::shared_ptr<const core::RowSelection> selection) {
+  if (!selection) return;
+  const uint64_t bytes = selection->memory_bytes() + filter.size();
+  Key key{segment, std::string(filter)};
+  absl::MutexLock lock(&mu_);
+  if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
+  if (bytes <= budget_) InsertLocked(std::move(key), std::move(selection), bytes);
+}
+
+void SelectionCache::InsertLocked(Key key, std::shared_ptr<const core::RowSelection> selection,
+                                  uint64_t bytes) {
   while (stats_.used_bytes + bytes > budget_ && !lru_.empty()) {
-    auto victim = entries_.find(lru_.back());
-    stats_.used_bytes -= victim->second.bytes;
+    EraseLocked(entries_.find(lru_.back()));
     ++stats_.evictions;
-    entries_.erase(victim);
-    lru_.pop_back();
   }
   lru_.push_front(key);
   entries_.emplace(std::move(key), Entry{std::move(selection), bytes, lru_.begin()});
   stats_.used_bytes += bytes;
+}
+
+void SelectionCache::EraseLocked(absl::flat_hash_map<Key, Entry>::iterator it) {
+  stats_.used_bytes -= it->second.bytes;
+  lru_.erase(it->second.age);
+  entries_.erase(it);
 }
 
 SelectionCacheStats SelectionCache::stats() const {

@@ -49,6 +49,10 @@ class SelectionCache {
   void Insert(uint64_t segment, std::string_view filter,
               std::shared_ptr<const core::RowSelection> selection);
 
+  // Puts `selection` in place of what is cached for the key (or inserts it), as Insert.
+  void Replace(uint64_t segment, std::string_view filter,
+               std::shared_ptr<const core::RowSelection> selection);
+
   SelectionCacheStats stats() const;
   uint64_t budget() const { return budget_; }
 
@@ -59,6 +63,10 @@ class SelectionCache {
     uint64_t bytes = 0;
     std::list<Key>::iterator age;  // in lru_
   };
+
+  void InsertLocked(Key key, std::shared_ptr<const core::RowSelection> selection, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(absl::flat_hash_map<Key, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t budget_;
   mutable absl::Mutex mu_;

@@ -162,6 +162,13 @@ std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Fi
   if (!matched) {
     matched = ToSelection(columns_.Select(filter, columns_.rows()));
     if (cache) cache->Insert(cache_id_, filter.text(), matched);
+  } else if (matched->listed() && matched->matches() > 0 && !matched->listed_vectors()) {
+    // Repeated, with few matches: their vectors are kept with the selection once the row cache
+    // holds them all (the first search read them), so later searches score them in place.
+    if (auto with = WithListedVectors(*matched, cache->budget() / kListedVectorsShare)) {
+      cache->Replace(cache_id_, filter.text(), with);
+      matched = std::move(with);
+    }
   }
   // Dead rows out: through the tombstones newer than the segment when they are fewer than the
   // selected rows (one lookup each), else by asking about every selected row. Without a dead
@@ -181,6 +188,23 @@ std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Fi
   }
   if (cleared == 0) return matched;
   return ToSelection(bits);
+}
+
+std::shared_ptr<const core::RowSelection> Segment::WithListedVectors(
+    const core::RowSelection& selection, uint64_t max_bytes) const {
+  const size_t dim = meta_.model.dim, bytes = dim * sizeof(float);
+  if (selection.matches() * bytes > max_bytes) return nullptr;
+  std::vector<std::shared_ptr<const float>> rows;
+  rows.reserve(selection.listed_rows().size());
+  for (const core::RowRef& r : selection.listed_rows()) {
+    rows.push_back(cache_->rows().Peek(cache_id_, RowNumber(r), bytes));
+    if (!rows.back()) return nullptr;
+  }
+  std::vector<float> vectors(rows.size() * dim);
+  for (size_t i = 0; i < rows.size(); ++i) std::copy_n(rows[i].get(), dim, &vectors[i * dim]);
+  auto copy = std::make_shared<core::RowSelection>(selection);
+  copy->SetListedVectors(std::move(vectors));
+  return copy;
 }
 
 RowBits Segment::CopyBits(const core::RowSelection& selection) const {

@@ -126,6 +126,12 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // `bits` (rows in partition order) as a selection, listing the ids of few matches.
   std::shared_ptr<const core::RowSelection> ToSelection(const RowBits& bits) const;
   RowBits CopyBits(const core::RowSelection& selection) const;
+  // A copy of listed `selection` with its rows' vectors (RowSelection::listed_vectors), when
+  // the RowCache holds every one of them and they take at most `max_bytes`; else null.
+  std::shared_ptr<const core::RowSelection> WithListedVectors(const core::RowSelection& selection,
+                                                              uint64_t max_bytes) const;
+  // The listed vectors one selection may keep: at most this fraction of the filter cache.
+  static constexpr uint64_t kListedVectorsShare = 8;
   // The row's number in the segment (partition order, as raw.dat stores them): its RowCache key.
   uint64_t RowNumber(const core::RowRef& row) const;
   // Where row `row` of `partition` keeps its float32 vector: (scheduler file, offset).

@@ -61,5 +61,18 @@ TEST(SelectionCache, NothingLargerThanTheBudgetOrWithBudgetZeroIsKept) {
   EXPECT_EQ(none.stats().used_bytes, 0u);
 }
 
+TEST(SelectionCache, ReplacePutsANewSelectionInPlaceOfTheCachedOne) {
+  SelectionCache cache(1 << 20);
+  auto a = Selection(1000, 3), b = Selection(1000, 3);
+  cache.Insert(1, "f", a);
+  cache.Replace(1, "f", b);
+  EXPECT_EQ(cache.Lookup(1, "f"), b);
+  EXPECT_EQ(cache.stats().used_bytes, Cost(b, "f"));
+  cache.Replace(2, "f", a);  // not cached yet: inserted
+  EXPECT_EQ(cache.Lookup(2, "f"), a);
+  EXPECT_EQ(cache.stats().used_bytes, Cost(a, "f") + Cost(b, "f"));
+  EXPECT_EQ(cache.stats().evictions, 0u);
+}
+
 }  // namespace
 }  // namespace shoal::storage

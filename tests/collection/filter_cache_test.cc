@@ -4,10 +4,12 @@
 // row is taken out of a copy (never out of the cached entry), and without a budget every search
 // evaluates the filter afresh — with the same rows each way.
 #include <algorithm>
+#include <future>
 #include <random>
 
 #include "core/exec/tbb_executor.h"
 #include "core/filter/filter.h"
+#include "core/index/ivf_search.h"
 #include "gtest/gtest.h"
 #include "storage/collection/collection.h"
 #include "tests/fakes/collection_calls.h"
@@ -20,7 +22,7 @@ using testing::DeleteAndWait;
 using testing::UpsertAndWait;
 
 constexpr uint32_t kDim = 8;
-constexpr size_t kRows = 3000;
+constexpr size_t kRows = 3000, kQueries = 10;
 
 // Attribute a = id % 100 on every point.
 std::vector<PointRecord> Points() {
@@ -89,6 +91,34 @@ class FilterCacheTest : public ::testing::Test {
     return ids;
   }
 
+  // A filtered search of kQueries queries (k 10) over the snapshot `f` selects.
+  std::vector<core::QueryResult> Search(const Collection& c, const core::filter::Filter& f,
+                                        std::shared_ptr<const core::RowSelection>* used) {
+    core::IvfSearchRequest r;
+    SearchSnapshot snap = c.SearchView(&f);
+    EXPECT_EQ(snap.segments.size(), 1u);
+    if (!snap.segments.empty()) *used = snap.segments[0].selection;
+    r.segments = std::move(snap.segments);
+    r.memtable = std::move(snap.memtable);
+    r.memtable_selection = std::move(snap.memtable_selection);
+    r.filtered = true;
+    std::mt19937 rng{9};
+    std::uniform_real_distribution<float> u(-1, 1);
+    r.queries.resize(kQueries * kDim);
+    for (float& x : r.queries) x = u(rng);
+    r.num_queries = kQueries;
+    r.dim = kDim;
+    r.k = 10;
+    r.nprobe = 2;
+    std::promise<absl::StatusOr<std::vector<core::QueryResult>>> promise;
+    core::IvfSearch(cpu_, std::move(r), [&](absl::StatusOr<std::vector<core::QueryResult>> res) {
+      promise.set_value(std::move(res));
+    });
+    auto got = promise.get_future().get();
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : std::vector<core::QueryResult>{};
+  }
+
   core::TbbExecutor cpu_{1};
   std::unique_ptr<IoScheduler> io_;
   testing::TempDir dir_;
@@ -127,6 +157,41 @@ TEST_F(FilterCacheTest, ARepeatedFilterSharesOneSelectionAndDeletesAreTakenOutOf
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->matches(), kRows / 100 * 3);
   EXPECT_EQ(cache.selections().stats().misses, 2u);
+}
+
+TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredInPlace) {
+  PartitionCache cache(64 << 20, 0, 16 << 20, 16 << 20);
+  auto c = Build(&cache);
+  ASSERT_NE(c, nullptr);
+  const core::filter::Filter f = Parse("a < 3");
+  std::shared_ptr<const core::RowSelection> first, second, third;
+  const auto read = Search(*c, f, &first);  // evaluates, then reads the 90 matches' rows
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->listed_vectors(), nullptr);
+  const auto in_place = Search(*c, f, &second);  // the row cache holds them: kept, in place
+  ASSERT_NE(second, nullptr);
+  ASSERT_NE(second->listed_vectors(), nullptr);
+  EXPECT_EQ(second->words(), first->words());
+  EXPECT_EQ(second->listed_ids(), first->listed_ids());
+  const std::vector<PointRecord> points = Points();
+  for (size_t i = 0; i < second->listed_ids().size(); ++i) {
+    const std::vector<float>& v = points[second->listed_ids()[i]].vector;
+    EXPECT_TRUE(std::equal(v.begin(), v.end(), second->listed_vectors() + i * kDim)) << i;
+  }
+  Search(*c, f, &third);
+  EXPECT_EQ(third, second);  // the cached entry is now the one with vectors
+  ASSERT_EQ(read.size(), in_place.size());
+  for (size_t q = 0; q < read.size(); ++q) {
+    EXPECT_EQ(read[q].stats.plan, core::FilterPlan::kExactMatches);
+    EXPECT_EQ(in_place[q].stats.plan, core::FilterPlan::kExactMatches);
+    EXPECT_GT(read[q].stats.bytes_read, 0u) << q;
+    EXPECT_EQ(in_place[q].stats.bytes_read, 0u) << q;
+    ASSERT_EQ(read[q].neighbors.size(), in_place[q].neighbors.size()) << q;
+    for (size_t i = 0; i < read[q].neighbors.size(); ++i) {
+      EXPECT_EQ(read[q].neighbors[i].id, in_place[q].neighbors[i].id) << q << " " << i;
+      EXPECT_EQ(read[q].neighbors[i].distance, in_place[q].neighbors[i].distance) << q;
+    }
+  }
 }
 
 TEST_F(FilterCacheTest, WithoutABudgetEverySearchEvaluatesTheFilterToTheSameRows) {
