@@ -187,7 +187,19 @@ std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Fi
     cleared = columns_.ClearDead(&bits, dead);
   }
   if (cleared == 0) return matched;
-  return ToSelection(bits);
+  std::shared_ptr<core::RowSelection> live = ToSelection(bits);
+  if (!matched->listed_vectors() || !live->listed()) return live;
+  // The kept vectors of the rows still selected (both lists are in row order).
+  const size_t dim = meta_.model.dim;
+  std::vector<float> vectors;
+  vectors.reserve(live->matches() * dim);
+  for (size_t i = 0; i < matched->listed_rows().size(); ++i) {
+    if (!bits.Test(RowNumber(matched->listed_rows()[i]))) continue;
+    const float* v = matched->listed_vectors() + i * dim;
+    vectors.insert(vectors.end(), v, v + dim);
+  }
+  live->SetListedVectors(std::move(vectors));
+  return live;
 }
 
 std::shared_ptr<const core::RowSelection> Segment::WithListedVectors(
@@ -214,7 +226,7 @@ RowBits Segment::CopyBits(const core::RowSelection& selection) const {
   return bits;
 }
 
-std::shared_ptr<const core::RowSelection> Segment::ToSelection(const RowBits& bits) const {
+std::shared_ptr<core::RowSelection> Segment::ToSelection(const RowBits& bits) const {
   auto selection = std::make_shared<core::RowSelection>(partition_rows_, bits.words);
   if (selection->matches() <= core::RowSelection::kMaxListed) {
     selection->SetListedIds(columns_.IdsOf(bits));

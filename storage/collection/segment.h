@@ -124,7 +124,7 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done,
                      bool on_completion = false);
   // `bits` (rows in partition order) as a selection, listing the ids of few matches.
-  std::shared_ptr<const core::RowSelection> ToSelection(const RowBits& bits) const;
+  std::shared_ptr<core::RowSelection> ToSelection(const RowBits& bits) const;
   RowBits CopyBits(const core::RowSelection& selection) const;
   // A copy of listed `selection` with its rows' vectors (RowSelection::listed_vectors), when
   // the RowCache holds every one of them and they take at most `max_bytes`; else null.

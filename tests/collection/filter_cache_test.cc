@@ -180,6 +180,16 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
   }
   Search(*c, f, &third);
   EXPECT_EQ(third, second);  // the cached entry is now the one with vectors
+  // A delete of a selected row: a copy without it, with the other rows' vectors.
+  ASSERT_TRUE(DeleteAndWait(*c, {101}).ok());
+  auto live = Selection(*c, f);
+  ASSERT_NE(live, nullptr);
+  ASSERT_NE(live->listed_vectors(), nullptr);
+  EXPECT_EQ(SortedIds(*live), IdsWithAUnder(3, {101}));
+  for (size_t i = 0; i < live->listed_ids().size(); ++i) {
+    const std::vector<float>& v = points[live->listed_ids()[i]].vector;
+    EXPECT_TRUE(std::equal(v.begin(), v.end(), live->listed_vectors() + i * kDim)) << i;
+  }
   ASSERT_EQ(read.size(), in_place.size());
   for (size_t q = 0; q < read.size(); ++q) {
     EXPECT_EQ(read[q].stats.plan, core::FilterPlan::kExactMatches);
