@@ -121,7 +121,8 @@ const std::vector<Field>& Fields() {
        "0 = cache.bytes / 8"},
       {"cache.filter_bytes", "SHOAL_CACHE_FILTER_BYTES", "--cache-filter-bytes",
        &Config::cache_filter_bytes,
-       "what filters select per segment, kept for repeated filters, besides cache.bytes; "
+       "what filters select per segment, kept for repeated filters (with the vectors of a "
+       "few-match selection, up to an eighth of this each), besides cache.bytes; "
        "0 = cache.bytes / 32"},
       {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
        "--max-candidates-per-query", &Config::max_candidates_per_query,

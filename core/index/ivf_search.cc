@@ -415,8 +415,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       // Scored in place: nothing is read or pinned (the selection holds the vectors).
       w.bytes = select.listed_vectors() ? 0 : w.rows * row_bytes;
       w.queries = all;
-      if (select.listed_vectors())
+      if (select.listed_vectors() && flat_prepared_) {
         w.scan = ScanQueries(*flat_prepared_, all.data(), nullptr, all.size());
+      }
       out->push_back(std::move(w));
     }
   }

@@ -32,8 +32,10 @@ std::shared_ptr<const float> RowCache::Find(uint64_t segment, uint64_t row, size
     return nullptr;
   }
   Slot& slot = shard.slots[it->second];
-  slot.referenced = true;
-  if (count) ++shard.hits;
+  if (count) {
+    slot.referenced = true;
+    ++shard.hits;
+  }
   return slot.data;
 }
 

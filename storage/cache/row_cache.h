@@ -46,7 +46,8 @@ class RowCache {
   // Row `row` of segment `segment` when it is cached with `bytes` bytes; null (a miss)
   // otherwise.
   std::shared_ptr<const float> Lookup(uint64_t segment, uint64_t row, size_t bytes);
-  // The same without counting a hit or a miss (for copies made from the cache, not reads).
+  // The same without counting a hit or a miss and without marking the row used (for copies
+  // made from the cache, which are not reads of it).
   std::shared_ptr<const float> Peek(uint64_t segment, uint64_t row, size_t bytes);
   // Keeps `data` (`bytes` long, not copied), evicting other rows as needed. A row larger than a
   // shard's budget is not kept. Inserting a cached row again does nothing.

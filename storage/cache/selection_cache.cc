@@ -1,12 +1,15 @@
 #include "storage/cache/selection_cache.h"
 
+#include <utility>
+
 namespace shoal::storage {
 
 std::shared_ptr<const core::RowSelection> SelectionCache::Lookup(uint64_t segment,
-                                                                 std::string_view filter) {
+                                                                 std::string_view filter,
+                                                                 Deletes deletes) {
   if (budget_ == 0) return nullptr;
   absl::MutexLock lock(&mu_);
-  auto it = entries_.find(Key{segment, std::string(filter)});
+  auto it = entries_.find(MakeKey(segment, filter, deletes));
   if (it == entries_.end()) {
     ++stats_.misses;
     return nullptr;
@@ -17,24 +20,25 @@ std::shared_ptr<const core::RowSelection> SelectionCache::Lookup(uint64_t segmen
 }
 
 void SelectionCache::Insert(uint64_t segment, std::string_view filter,
-                            std::shared_ptr<const core::RowSelection> selection) {
+                            std::shared_ptr<const core::RowSelection> selection, Deletes deletes) {
   if (!selection) return;
   const uint64_t bytes = selection->memory_bytes() + filter.size();
   if (bytes > budget_) return;
-  Key key{segment, std::string(filter)};
+  Key key = MakeKey(segment, filter, deletes);
   absl::MutexLock lock(&mu_);
   if (entries_.contains(key)) return;
   InsertLocked(std::move(key), std::move(selection), bytes);
 }
 
 void SelectionCache::Replace(uint64_t segment, std::string_view filter,
-                             std::shared_ptr<const core::RowSelection> selection) {
+                             std::shared_ptr<const core::RowSelection> selection, Deletes deletes) {
   if (!selection) return;
   const uint64_t bytes = selection->memory_bytes() + filter.size();
-  Key key{segment, std::string(filter)};
+  if (bytes > budget_) return;
+  Key key = MakeKey(segment, filter, deletes);
   absl::MutexLock lock(&mu_);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
-  if (bytes <= budget_) InsertLocked(std::move(key), std::move(selection), bytes);
+  InsertLocked(std::move(key), std::move(selection), bytes);
 }
 
 void SelectionCache::InsertLocked(Key key, std::shared_ptr<const core::RowSelection> selection,

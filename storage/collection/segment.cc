@@ -155,21 +155,8 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
 std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Filter& filter,
                                                           const core::IdFilter& dead,
                                                           absl::Span<const Tombstone> newer) const {
-  // What the filter selects, dead rows aside: cached per (segment, filter text).
   SelectionCache* cache = cache_ ? &cache_->selections() : nullptr;
-  std::shared_ptr<const core::RowSelection> matched =
-      cache ? cache->Lookup(cache_id_, filter.text()) : nullptr;
-  if (!matched) {
-    matched = ToSelection(columns_.Select(filter, columns_.rows()));
-    if (cache) cache->Insert(cache_id_, filter.text(), matched);
-  } else if (matched->listed() && matched->matches() > 0 && !matched->listed_vectors()) {
-    // Repeated, with few matches: their vectors are kept with the selection once the row cache
-    // holds them all (the first search read them), so later searches score them in place.
-    if (auto with = WithListedVectors(*matched, cache->budget() / kListedVectorsShare)) {
-      cache->Replace(cache_id_, filter.text(), with);
-      matched = std::move(with);
-    }
-  }
+  const std::shared_ptr<const core::RowSelection> matched = Matched(filter, cache);
   // Dead rows out: through the tombstones newer than the segment when they are fewer than the
   // selected rows (one lookup each), else by asking about every selected row. Without a dead
   // selected row the matches are the answer as they are, shared.
@@ -187,15 +174,47 @@ std::shared_ptr<const core::RowSelection> Segment::Select(const core::filter::Fi
     cleared = columns_.ClearDead(&bits, dead);
   }
   if (cleared == 0) return matched;
-  std::shared_ptr<core::RowSelection> live = ToSelection(bits);
-  if (!matched->listed_vectors() || !live->listed()) return live;
+  // Deletes hit selected rows: the live selection is cached too, under these deletes, so it is
+  // built once per new delete, not once per search.
+  SelectionCache::Deletes deletes{newer.size(), 0};
+  for (const Tombstone& t : newer) deletes.last_seq = std::max(deletes.last_seq, t.seq);
+  if (cache) {
+    if (auto hit = cache->Lookup(cache_id_, filter.text(), deletes)) return hit;
+  }
+  std::shared_ptr<const core::RowSelection> live = WithoutDead(*matched, bits);
+  if (cache) cache->Insert(cache_id_, filter.text(), live, deletes);
+  return live;
+}
+
+std::shared_ptr<const core::RowSelection> Segment::Matched(const core::filter::Filter& filter,
+                                                           SelectionCache* cache) const {
+  std::shared_ptr<const core::RowSelection> matched =
+      cache ? cache->Lookup(cache_id_, filter.text()) : nullptr;
+  if (!matched) {
+    matched = ToSelection(columns_.Select(filter, columns_.rows()));
+    if (cache) cache->Insert(cache_id_, filter.text(), matched);
+  } else if (matched->listed() && matched->matches() > 0 && !matched->listed_vectors()) {
+    // Repeated, with few matches: their vectors are kept with the selection once the row cache
+    // holds them all (the first search read them), so later searches score them in place.
+    if (auto with = WithListedVectors(*matched, cache->budget() / kListedVectorsShare)) {
+      cache->Replace(cache_id_, filter.text(), with);
+      matched = std::move(with);
+    }
+  }
+  return matched;
+}
+
+std::shared_ptr<const core::RowSelection> Segment::WithoutDead(const core::RowSelection& matched,
+                                                               const RowBits& live_bits) const {
+  std::shared_ptr<core::RowSelection> live = ToSelection(live_bits);
+  if (!matched.listed_vectors() || !live->listed()) return live;
   // The kept vectors of the rows still selected (both lists are in row order).
   const size_t dim = meta_.model.dim;
   std::vector<float> vectors;
   vectors.reserve(live->matches() * dim);
-  for (size_t i = 0; i < matched->listed_rows().size(); ++i) {
-    if (!bits.Test(RowNumber(matched->listed_rows()[i]))) continue;
-    const float* v = matched->listed_vectors() + i * dim;
+  for (size_t i = 0; i < matched.listed_rows().size(); ++i) {
+    if (!live_bits.Test(RowNumber(matched.listed_rows()[i]))) continue;
+    const float* v = matched.listed_vectors() + i * dim;
     vectors.insert(vectors.end(), v, v + dim);
   }
   live->SetListedVectors(std::move(vectors));

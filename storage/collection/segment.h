@@ -123,6 +123,12 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // `on_completion`: ReadRequest::dispatch_on_completion.
   void ReadPartition(uint32_t partition, const core::PartitionFetch& fetch, PartitionRead done,
                      bool on_completion = false);
+  // What `filter` selects, deletes aside: from `cache` (may be null) or evaluated (then kept).
+  std::shared_ptr<const core::RowSelection> Matched(const core::filter::Filter& filter,
+                                                    SelectionCache* cache) const;
+  // `matched` less the rows not in `live_bits`, with the vectors it keeps of the others.
+  std::shared_ptr<const core::RowSelection> WithoutDead(const core::RowSelection& matched,
+                                                        const RowBits& live_bits) const;
   // `bits` (rows in partition order) as a selection, listing the ids of few matches.
   std::shared_ptr<core::RowSelection> ToSelection(const RowBits& bits) const;
   RowBits CopyBits(const core::RowSelection& selection) const;

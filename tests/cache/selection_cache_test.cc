@@ -62,16 +62,33 @@ TEST(SelectionCache, NothingLargerThanTheBudgetOrWithBudgetZeroIsKept) {
 }
 
 TEST(SelectionCache, ReplacePutsANewSelectionInPlaceOfTheCachedOne) {
-  SelectionCache cache(1 << 20);
-  auto a = Selection(1000, 3), b = Selection(1000, 3);
-  cache.Insert(1, "f", a);
-  cache.Replace(1, "f", b);
-  EXPECT_EQ(cache.Lookup(1, "f"), b);
-  EXPECT_EQ(cache.stats().used_bytes, Cost(b, "f"));
-  cache.Replace(2, "f", a);  // not cached yet: inserted
-  EXPECT_EQ(cache.Lookup(2, "f"), a);
-  EXPECT_EQ(cache.stats().used_bytes, Cost(a, "f") + Cost(b, "f"));
+  auto small = Selection(1000, 3), big = Selection(8000, 3), other = Selection(4000, 1);
+  SelectionCache cache(Cost(big, "f") + Cost(other, "g"));
+  cache.Insert(1, "f", small);
+  cache.Insert(1, "g", other);
+  cache.Replace(1, "f", big);  // fits beside g once small is gone
+  EXPECT_EQ(cache.Lookup(1, "f"), big);
+  EXPECT_EQ(cache.Lookup(1, "g"), other);
+  EXPECT_EQ(cache.stats().used_bytes, Cost(big, "f") + Cost(other, "g"));
   EXPECT_EQ(cache.stats().evictions, 0u);
+  cache.Replace(1, "g", Selection(1 << 20, 1));  // larger than the budget: the old entry stays
+  EXPECT_EQ(cache.Lookup(1, "g"), other);
+  cache.Replace(2, "h", small);  // not cached yet: inserted, evicting the least recent (f)
+  EXPECT_EQ(cache.Lookup(2, "h"), small);
+  EXPECT_EQ(cache.Lookup(1, "f"), nullptr);
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  EXPECT_EQ(cache.stats().used_bytes, Cost(other, "g") + Cost(small, "h"));
+}
+
+TEST(SelectionCache, EachSetOfDeletesIsAnEntryOfItsOwn) {
+  SelectionCache cache(1 << 20);
+  auto matched = Selection(1000, 3), live = Selection(1000, 2);
+  cache.Insert(1, "f", matched);
+  cache.Insert(1, "f", live, {1, 40});
+  EXPECT_EQ(cache.Lookup(1, "f"), matched);
+  EXPECT_EQ(cache.Lookup(1, "f", {1, 40}), live);
+  EXPECT_EQ(cache.Lookup(1, "f", {2, 41}), nullptr);
+  EXPECT_EQ(cache.Lookup(1, "f", {1, 41}), nullptr);
 }
 
 }  // namespace

@@ -91,9 +91,11 @@ class FilterCacheTest : public ::testing::Test {
     return ids;
   }
 
-  // A filtered search of kQueries queries (k 10) over the snapshot `f` selects.
+  // A filtered search of the first `nq` of kQueries queries (k 10) over the snapshot `f`
+  // selects.
   std::vector<core::QueryResult> Search(const Collection& c, const core::filter::Filter& f,
-                                        std::shared_ptr<const core::RowSelection>* used) {
+                                        std::shared_ptr<const core::RowSelection>* used,
+                                        size_t nq = kQueries) {
     core::IvfSearchRequest r;
     SearchSnapshot snap = c.SearchView(&f);
     EXPECT_EQ(snap.segments.size(), 1u);
@@ -106,7 +108,8 @@ class FilterCacheTest : public ::testing::Test {
     std::uniform_real_distribution<float> u(-1, 1);
     r.queries.resize(kQueries * kDim);
     for (float& x : r.queries) x = u(rng);
-    r.num_queries = kQueries;
+    r.queries.resize(nq * kDim);
+    r.num_queries = nq;
     r.dim = kDim;
     r.k = 10;
     r.nprobe = 2;
@@ -149,14 +152,17 @@ TEST_F(FilterCacheTest, ARepeatedFilterSharesOneSelectionAndDeletesAreTakenOutOf
   EXPECT_EQ(SortedIds(*after), IdsWithAUnder(3, {101}));
   EXPECT_EQ(after->matches(), first->matches() - 1);
   EXPECT_EQ(SortedIds(*first), IdsWithAUnder(3));
-  EXPECT_EQ(cache.selections().stats().misses, 1u);
+  // The filter was not evaluated again: the one new miss is the copy under these deletes,
+  // which is cached in turn.
+  EXPECT_EQ(cache.selections().stats().misses, 2u);
+  EXPECT_EQ(Selection(*c, f), after);
 
   // Another filter is another entry.
   const core::filter::Filter g = Parse("a >= 97");
   auto other = Selection(*c, g);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->matches(), kRows / 100 * 3);
-  EXPECT_EQ(cache.selections().stats().misses, 2u);
+  EXPECT_EQ(cache.selections().stats().misses, 3u);
 }
 
 TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredInPlace) {
@@ -168,7 +174,9 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
   const auto read = Search(*c, f, &first);  // evaluates, then reads the 90 matches' rows
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->listed_vectors(), nullptr);
-  const auto in_place = Search(*c, f, &second);  // the row cache holds them: kept, in place
+  const uint64_t row_hits = cache.rows().stats().hits;
+  const auto in_place = Search(*c, f, &second);    // the row cache holds them: kept, in place
+  EXPECT_EQ(cache.rows().stats().hits, row_hits);  // scored without asking the row cache
   ASSERT_NE(second, nullptr);
   ASSERT_NE(second->listed_vectors(), nullptr);
   EXPECT_EQ(second->words(), first->words());
@@ -178,8 +186,15 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
     const std::vector<float>& v = points[second->listed_ids()[i]].vector;
     EXPECT_TRUE(std::equal(v.begin(), v.end(), second->listed_vectors() + i * kDim)) << i;
   }
-  Search(*c, f, &third);
+  const auto one_at_a_time = Search(*c, f, &third, 3);  // under 8 queries: no sgemm
   EXPECT_EQ(third, second);  // the cached entry is now the one with vectors
+  for (size_t q = 0; q < one_at_a_time.size(); ++q) {
+    ASSERT_EQ(one_at_a_time[q].neighbors.size(), read[q].neighbors.size()) << q;
+    for (size_t i = 0; i < read[q].neighbors.size(); ++i) {
+      EXPECT_EQ(one_at_a_time[q].neighbors[i].id, read[q].neighbors[i].id) << q << " " << i;
+      EXPECT_EQ(one_at_a_time[q].neighbors[i].distance, read[q].neighbors[i].distance) << q;
+    }
+  }
   // A delete of a selected row: a copy without it, with the other rows' vectors.
   ASSERT_TRUE(DeleteAndWait(*c, {101}).ok());
   auto live = Selection(*c, f);
@@ -190,6 +205,15 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
     const std::vector<float>& v = points[live->listed_ids()[i]].vector;
     EXPECT_TRUE(std::equal(v.begin(), v.end(), live->listed_vectors() + i * kDim)) << i;
   }
+  EXPECT_EQ(Selection(*c, f), live);         // the copy is cached under these deletes
+  // An unselected delete: another set of deletes, so another copy, with the same rows.
+  ASSERT_TRUE(DeleteAndWait(*c, {7}).ok());
+  auto after_other = Selection(*c, f);
+  EXPECT_EQ(SortedIds(*after_other), IdsWithAUnder(3, {101}));
+  ASSERT_TRUE(DeleteAndWait(*c, {202}).ok());  // selected: a new copy
+  auto after_second = Selection(*c, f);
+  EXPECT_NE(after_second, live);
+  EXPECT_EQ(SortedIds(*after_second), IdsWithAUnder(3, {101, 202}));
   ASSERT_EQ(read.size(), in_place.size());
   for (size_t q = 0; q < read.size(); ++q) {
     EXPECT_EQ(read[q].stats.plan, core::FilterPlan::kExactMatches);
