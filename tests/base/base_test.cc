@@ -7,7 +7,7 @@
 #include "core/base/status.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::base_test {
 namespace {
 
 TEST(Metric, ParsesNamesAndRejectsUnknown) {
@@ -93,4 +93,4 @@ TEST(Logging, SharesLoggersAndValidatesLevels) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::base_test

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::failpoint_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -206,4 +206,4 @@ TEST(FailPointRegistry, EveryRegisteredNameHasASite) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::failpoint_test

@@ -9,7 +9,7 @@
 #include "core/filter/filter.h"
 #include "gtest/gtest.h"
 
-namespace shoal::bench {
+namespace shoal::bench::filter_workload_test {
 namespace {
 
 bool Selected(const FilterCase& c, uint32_t group, size_t row) {
@@ -114,4 +114,4 @@ TEST_F(FilterWorkloadTest, TruthIsTheNearestSelectedRows) {
 }
 
 }  // namespace
-}  // namespace shoal::bench
+}  // namespace shoal::bench::filter_workload_test

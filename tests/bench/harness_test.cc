@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::bench {
+namespace shoal::bench::harness_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -559,4 +559,4 @@ TEST(ShoalTargetSpec, AKeyTheServerDoesNotPrintIsRefusedBeforeItStarts) {
 }
 
 }  // namespace
-}  // namespace shoal::bench
+}  // namespace shoal::bench::harness_test

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shoal::bench {
+namespace shoal::bench::quiet_check_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -116,4 +116,4 @@ TEST(QuietCheckTest, BusiestForeignSortsAndSkipsTheTree) {
 }
 
 }  // namespace
-}  // namespace shoal::bench
+}  // namespace shoal::bench::quiet_check_test

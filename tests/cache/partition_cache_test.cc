@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::partition_cache_test {
 namespace {
 
 using Admission = PartitionCache::Admission;
@@ -194,4 +194,4 @@ TEST(PartitionCache, AScanOfOneHitPartitionsDoesNotFlushTheHotSet) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::partition_cache_test

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shoal::storage {
+namespace shoal::storage::row_cache_test {
 namespace {
 
 // A row of `floats` values derived from n, as the cache holds it.
@@ -131,4 +131,4 @@ TEST(RowCacheTest, ConcurrentReadersAndWritersSeeWholeRows) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::row_cache_test

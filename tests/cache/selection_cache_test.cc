@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shoal::storage {
+namespace shoal::storage::selection_cache_test {
 namespace {
 
 // A selection over `rows` rows in one partition, the first `matches` selected.
@@ -92,4 +92,4 @@ TEST(SelectionCache, EachSetOfDeletesIsAnEntryOfItsOwn) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::selection_cache_test

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::uncached_budget_test {
 namespace {
 
 // One Acquire's answer, as the test sees it.
@@ -181,4 +181,4 @@ TEST(UncachedBudgetTest, ConcurrentAcquiresAndReleasesAllAnswerWithinTheBudget) 
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::uncached_budget_test

@@ -17,7 +17,7 @@
 #include "shoal/v1/shoal.grpc.pb.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal {
+namespace shoal::client_test {
 namespace {
 
 using grpc::CallbackServerContext;
@@ -273,4 +273,4 @@ TEST(ClientSearchMany, AnEmptyQuerySetAnswersAtOnce) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::client_test

@@ -10,7 +10,7 @@
 #include "storage/collection/segment_builder.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::cache_accounting_test {
 namespace {
 
 constexpr uint32_t kDim = 5;  // 28-byte rows: no partition is a power of two
@@ -90,4 +90,4 @@ TEST_F(CacheAccountingTest, TheCacheChargesTheBytesItsEntriesReallyHold) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::cache_accounting_test

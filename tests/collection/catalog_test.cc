@@ -10,7 +10,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::catalog_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -235,4 +235,4 @@ TEST(Catalog, ConcurrentCreatesOfOneNameGiveExactlyOneSuccess) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::catalog_test

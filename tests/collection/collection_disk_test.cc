@@ -18,7 +18,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::collection_disk_test {
 namespace {
 
 using testing::DeleteAndWait;
@@ -414,9 +414,9 @@ TEST_F(CollectionDiskTest, ManifestReadersNeverRaceAnInstall) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::collection_disk_test
 
-namespace shoal::storage {
+namespace shoal::storage::collection_disk_test {
 namespace {
 
 // A drop renames the directory away and a new collection of the name may take it: Close must
@@ -446,4 +446,4 @@ TEST_F(CollectionDiskTest, CloseWaitsForARunningBuildAndRefusesLaterOnes) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::collection_disk_test

@@ -7,7 +7,7 @@
 #include "tests/fakes/faulty_file_system.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::collection_test {
 namespace {
 
 CollectionManifest Manifest(const std::string& name, uint32_t dim,
@@ -108,4 +108,4 @@ TEST(ManifestStore, InstallsNewVersionsAndRemovesTheOld) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::collection_test

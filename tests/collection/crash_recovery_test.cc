@@ -9,7 +9,7 @@
 #include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::crash_recovery_test {
 namespace {
 
 using testing::UpsertAndWait;
@@ -111,4 +111,4 @@ TEST_F(CrashRecoveryTest, ReopenCountsRowsKilledByATombstoneTheManifestCouldNotH
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::crash_recovery_test

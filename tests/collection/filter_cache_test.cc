@@ -15,7 +15,7 @@
 #include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::filter_cache_test {
 namespace {
 
 using testing::DeleteAndWait;
@@ -205,7 +205,7 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
     const std::vector<float>& v = points[live->listed_ids()[i]].vector;
     EXPECT_TRUE(std::equal(v.begin(), v.end(), live->listed_vectors() + i * kDim)) << i;
   }
-  EXPECT_EQ(Selection(*c, f), live);         // the copy is cached under these deletes
+  EXPECT_EQ(Selection(*c, f), live);  // the copy is cached under these deletes
   // An unselected delete: another set of deletes, so another copy, with the same rows.
   ASSERT_TRUE(DeleteAndWait(*c, {7}).ok());
   auto after_other = Selection(*c, f);
@@ -246,4 +246,4 @@ TEST_F(FilterCacheTest, WithoutABudgetEverySearchEvaluatesTheFilterToTheSameRows
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::filter_cache_test

@@ -11,7 +11,7 @@
 #include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::flat_flush_test {
 namespace {
 
 using testing::DeleteAndWait;
@@ -210,4 +210,4 @@ TEST_F(FlatFlushTest, AnIvfCollectionNeverBuiltFlushesExactlyThenBuildsFromTheSe
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::flat_flush_test

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shoal::storage {
+namespace shoal::storage::memtable_test {
 namespace {
 
 PointRecord P(uint64_t id, float v, uint32_t dim = 4) {
@@ -85,4 +85,4 @@ TEST(Memtable, ReadersRunConcurrentlyWithTheWriter) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::memtable_test

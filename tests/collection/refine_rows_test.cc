@@ -11,7 +11,7 @@
 #include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::refine_rows_test {
 namespace {
 
 using testing::UpsertAndWait;
@@ -144,4 +144,4 @@ TEST_F(RefineRowsTest, AnswersDoNotDependOnTheRowCache) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::refine_rows_test

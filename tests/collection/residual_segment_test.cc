@@ -19,7 +19,7 @@
 #include "tests/fakes/collection_calls.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::residual_segment_test {
 namespace {
 
 using testing::UpsertAndWait;
@@ -258,4 +258,4 @@ TEST_F(ResidualSegmentTest, AVersionTwoSegmentIsSearchedFlushedMergedAndRebuilt)
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::residual_segment_test

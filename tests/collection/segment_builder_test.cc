@@ -11,7 +11,7 @@
 #include "storage/format/segment_format.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::segment_builder_test {
 namespace {
 
 constexpr uint32_t kDim = 32;
@@ -202,4 +202,4 @@ TEST_F(SegmentBuilderTest, ZeroRowsMakeASegmentOfEmptyPartitions) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::segment_builder_test

@@ -7,7 +7,7 @@
 #include "tests/fakes/faulty_file_system.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::wal_test {
 namespace {
 
 std::string Record(uint64_t id) {
@@ -264,4 +264,4 @@ TEST(Wal, AFileWhoseHeaderWasCutShortIsStartedAfresh) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::wal_test

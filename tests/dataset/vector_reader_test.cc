@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::dataset {
+namespace shoal::dataset::vector_reader_test {
 namespace {
 
 void Write(const std::string& path, const std::string& bytes) {
@@ -153,4 +153,4 @@ TEST(VectorReader, ReadsTheFashionMnistPackageWhenInstalled) {
 }
 
 }  // namespace
-}  // namespace shoal::dataset
+}  // namespace shoal::dataset::vector_reader_test

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::core {
+namespace shoal::core::exec_test {
 namespace {
 
 TEST(TbbExecutor, RunsEveryTaskIncludingOnesSubmittedFromTasks) {
@@ -191,4 +191,4 @@ TEST(RunAndWait, FromAnArenaTaskAnswersFailedPreconditionInsteadOfDeadlocking) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::exec_test

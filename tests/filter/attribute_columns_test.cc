@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace shoal::storage {
+namespace shoal::storage::attribute_columns_test {
 namespace {
 
 using core::AttributeList;
@@ -138,4 +138,4 @@ TEST(RowBits, NotStaysInsideItsRows) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::attribute_columns_test

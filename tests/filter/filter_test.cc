@@ -7,7 +7,7 @@
 
 #include <limits>
 
-namespace shoal::core::filter {
+namespace shoal::core::filter::filter_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -177,4 +177,4 @@ TEST(Filter, LimitsOnSizeAndDepth) {
 }
 
 }  // namespace
-}  // namespace shoal::core::filter
+}  // namespace shoal::core::filter::filter_test

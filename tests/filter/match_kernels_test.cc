@@ -14,7 +14,7 @@
 
 #include "core/index/bit_count.h"
 
-namespace shoal::storage {
+namespace shoal::storage::match_kernels_test {
 namespace {
 
 using core::SimdLevel;
@@ -137,4 +137,4 @@ TEST(CountBits, CountsEveryRangeShape) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::match_kernels_test

@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-namespace shoal::core::filter {
+namespace shoal::core::filter::typed_leaf_test {
 namespace {
 
 constexpr int64_t kMinI = std::numeric_limits<int64_t>::min();
@@ -150,4 +150,4 @@ TEST(TypedLeaf, ComparisonsCompileToTheirCheapForm) {
 }
 
 }  // namespace
-}  // namespace shoal::core::filter
+}  // namespace shoal::core::filter::typed_leaf_test

@@ -4,7 +4,7 @@
 #include "storage/format/manifest_format.h"
 #include "storage/format/wal_format.h"
 
-namespace shoal::storage {
+namespace shoal::storage::format_test {
 namespace {
 
 TEST(Crc32c, MatchesTheStandardCheckValueAndChains) {
@@ -171,4 +171,4 @@ TEST(ManifestFormat, RoundTripsAndDetectsCorruption) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::format_test

@@ -4,7 +4,7 @@
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
 
-namespace shoal::storage {
+namespace shoal::storage::segment_format_test {
 namespace {
 
 IvfMeta Meta(VectorEncoding encoding) {
@@ -81,9 +81,9 @@ TEST(SegmentFormat, InconsistentExtentsAreDataLoss) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::segment_format_test
 
-namespace shoal::storage {
+namespace shoal::storage::segment_format_test {
 namespace {
 
 TEST(SegmentFormat, AnExactSegmentKeepsItsFlagAndOnlyFlatCodesMayBeExact) {
@@ -115,9 +115,9 @@ TEST(SegmentFormat, VersionOneFilesWithoutFlagsAreStillRead) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::segment_format_test
 
-namespace shoal::storage {
+namespace shoal::storage::segment_format_test {
 namespace {
 
 // The version field and the CRC of an encoded ivf.meta rewritten, as an older writer made it.
@@ -210,4 +210,4 @@ TEST(SegmentFormat, AFutureVersionIsRefusedNamingTheVersion) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::segment_format_test

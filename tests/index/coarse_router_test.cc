@@ -11,7 +11,7 @@
 #include "core/index/rounding_bound.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::coarse_router_test {
 namespace {
 
 std::vector<float> Gaussian(size_t n, size_t dim, uint32_t seed, float offset = 0) {
@@ -338,4 +338,4 @@ TEST(CentroidNormCache, ConcurrentFirstUsesAgreeOnOneComputation) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::coarse_router_test

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::distance_test {
 namespace {
 
 std::vector<float> Random(size_t n, uint32_t seed) {
@@ -58,4 +58,4 @@ TEST(Distance, ActiveLevelIsSupportedAndNamed) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::distance_test

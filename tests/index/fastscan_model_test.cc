@@ -11,7 +11,7 @@
 #include "core/index/partition_scan.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::fastscan_model_test {
 namespace {
 
 std::vector<float> Clustered(size_t n, size_t dim, size_t clusters, uint32_t seed) {
@@ -183,4 +183,4 @@ TEST(FastScanModel, ThresholdsInTheKernelKeepExactlyWhatTheKeysKeep) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::fastscan_model_test

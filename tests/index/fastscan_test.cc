@@ -14,7 +14,7 @@
 #include "core/index/topk.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::fastscan_test {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -323,4 +323,4 @@ TEST(FastScan, NonFiniteTableEntriesTakeTheWorstCodeWithoutUndefinedConversions)
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::fastscan_test

@@ -11,7 +11,7 @@
 #include "tests/fakes/fake_partition_source.h"
 #include "tests/index/ivf_search_helpers.h"
 
-namespace shoal::core {
+namespace shoal::core::filtered_search_test {
 namespace {
 
 using testing::FakePartitionSource;
@@ -377,4 +377,4 @@ TEST(FilteredSearch, SharedScansKeepEachRequestsOwnFilter) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::filtered_search_test

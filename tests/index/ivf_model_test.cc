@@ -9,7 +9,7 @@
 #include "faiss/impl/ScalarQuantizer.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::ivf_model_test {
 namespace {
 
 std::vector<float> Gaussian(size_t n, size_t dim, uint32_t seed) {
@@ -227,4 +227,4 @@ TEST(PartitionScan, GemmPathMatchesPerQueryKernels) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::ivf_model_test

@@ -13,7 +13,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/index/ivf_search_helpers.h"
 
-namespace shoal::core {
+namespace shoal::core::ivf_search_test {
 namespace {
 
 using testing::FakePartitionSource;
@@ -316,4 +316,4 @@ TEST(IvfSearchDeadlock, SourceNeedingTheArenaToAnswerNeverDeadlocks) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::ivf_search_test

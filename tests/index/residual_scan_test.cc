@@ -15,7 +15,7 @@
 #include "faiss/impl/ScalarQuantizer.h"
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::residual_scan_test {
 namespace {
 
 // `clusters` centres uniform in [-spread, spread]^dim, points centre + N(0, sigma^2).
@@ -281,4 +281,4 @@ TEST(PartitionScan, ResidualCodesRankRowsOfATightClusterThatRawCodesCannot) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::residual_scan_test

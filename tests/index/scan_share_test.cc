@@ -18,7 +18,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/index/ivf_search_helpers.h"
 
-namespace shoal::core {
+namespace shoal::core::scan_share_test {
 namespace {
 
 using testing::InMemorySegment;
@@ -908,4 +908,4 @@ TEST(ScanShare, SharingOffGivesEveryScanOneRequest) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::scan_share_test

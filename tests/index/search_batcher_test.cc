@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::core {
+namespace shoal::core::search_batcher_test {
 namespace {
 
 constexpr uint32_t kDim = 2;
@@ -537,4 +537,4 @@ TEST(SearchBatcher, StressEverySearchAnsweredOnceWithItsOwnResults) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::search_batcher_test

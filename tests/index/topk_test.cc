@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shoal::core {
+namespace shoal::core::topk_test {
 namespace {
 
 TEST(TopK, KeepsTheKSmallestSorted) {
@@ -54,4 +54,4 @@ TEST(TopK, ThresholdIsInfiniteUntilFullAndMergeCombines) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::topk_test

@@ -9,7 +9,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::bench_smoke_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -105,4 +105,4 @@ TEST(BenchSmoke, HarnessRunsEveryModeAgainstShoalFaissAndHnsw) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::bench_smoke_test

@@ -13,7 +13,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::build_memory_test {
 namespace {
 
 using testing::ShoaldProcess;
@@ -160,4 +160,4 @@ TEST_F(BuildMemoryTest, ABuildStaysWithinItsBudgetAndAnswersLikeAnUnboundedOne) 
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::build_memory_test

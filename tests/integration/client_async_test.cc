@@ -13,7 +13,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::client_async_test {
 namespace {
 
 using testing::ShoaldProcess;
@@ -130,4 +130,4 @@ TEST_F(ClientAsyncTest, DestroyingTheClientWaitsForItsCallbacks) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::client_async_test

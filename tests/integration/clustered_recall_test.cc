@@ -22,7 +22,7 @@
 #include "tests/integration/recall_support.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::clustered_recall_test {
 namespace {
 
 constexpr size_t kQueries = 1000, kK = 10;
@@ -96,4 +96,4 @@ TEST(ClusteredRecall, ResidualPqAndSq8MatchFlatsNprobeOnTightClusters) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::clustered_recall_test

@@ -13,7 +13,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::corruption_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -245,4 +245,4 @@ TEST(Corruption, OneDamagedCollectionNeitherStopsShoaldNorTheOthers) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::corruption_test

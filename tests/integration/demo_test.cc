@@ -13,7 +13,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::demo_test {
 namespace {
 
 constexpr int kRows = 2000;
@@ -127,4 +127,4 @@ TEST(Demo, LoadsThenBuildsTheIvfIndexSoSearchesProbePartitions) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::demo_test

@@ -25,7 +25,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::disk_full_test {
 namespace {
 
 using testing::ShoaldProcess;
@@ -270,4 +270,4 @@ TEST_F(DiskFullTest, AFullDiskLosesNoAcknowledgedWriteAndShoaldRestartsWithAllOf
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::disk_full_test

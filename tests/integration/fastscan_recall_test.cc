@@ -17,7 +17,7 @@
 #include "tests/integration/recall_support.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::fastscan_recall_test {
 namespace {
 
 constexpr size_t kQueries = 1000, kK = 10, kBatch = 250;
@@ -110,4 +110,4 @@ TEST(FastScanRecall, FourBitPqWithDefaultRefineReachesTargetAndSurvivesRestart) 
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::fastscan_recall_test

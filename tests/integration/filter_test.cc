@@ -10,7 +10,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::filter_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -205,4 +205,4 @@ INSTANTIATE_TEST_SUITE_P(Kinds, FilterTest,
                                            IndexType::kIvfSq8));
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::filter_test

@@ -10,7 +10,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::flat_flush_server_test {
 namespace {
 
 using testing::ShoaldProcess;
@@ -77,4 +77,4 @@ TEST(FlatFlushServer, AFlatCollectionPastFlushRowsHasASegmentAShortWalAndAnswers
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::flat_flush_server_test

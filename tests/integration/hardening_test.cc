@@ -14,7 +14,7 @@
 #include "tests/integration/raw_call.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::hardening_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -156,4 +156,4 @@ TEST(HardeningLimits, TheLimitsAreConfigurable) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::hardening_test

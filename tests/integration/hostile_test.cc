@@ -21,7 +21,7 @@
 #include "tests/integration/raw_call.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::hostile_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -272,4 +272,4 @@ TEST_F(HostileTest, NoRequestTakesTheServerDown) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::hostile_test

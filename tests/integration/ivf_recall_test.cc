@@ -16,7 +16,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::ivf_recall_test {
 namespace {
 
 constexpr char kTrain[] = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
@@ -195,4 +195,4 @@ TEST(IvfRecall, FashionMnistTargetsHoldAndSurviveRestart) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::ivf_recall_test

@@ -24,7 +24,7 @@
 #include "tests/integration/raw_call.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::overload_test {
 namespace {
 
 using testing::ShoaldProcess;
@@ -207,4 +207,4 @@ TEST(Overload, AGreedyClientIsRefusedWhileAPoliteOneIsAlwaysAnswered) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::overload_test

@@ -9,7 +9,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::recall_test {
 namespace {
 
 constexpr char kTrain[] = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
@@ -74,4 +74,4 @@ TEST(Recall, ExactSearchOnFashionMnistEqualsBruteForce) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::recall_test

@@ -21,7 +21,7 @@
 #include "tests/integration/grid_points.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::search_stream_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -330,4 +330,4 @@ TEST_F(SearchStreamTest, SearchManyRunsOverTheStreamInQueryOrder) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::search_stream_test

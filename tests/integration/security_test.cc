@@ -20,7 +20,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::security_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -493,4 +493,4 @@ TEST(StartupWarnings, LoopbackIsNotWarnedAbout) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::security_test

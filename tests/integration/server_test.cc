@@ -16,7 +16,7 @@
 #include "tests/integration/raw_call.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::server_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -474,9 +474,9 @@ TEST(ServerAdmission, SearchesPastTheBoundAreRejectedNotQueued) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::server_test
 
-namespace shoal {
+namespace shoal::server_test {
 namespace {
 
 std::string Metrics(int port) {
@@ -573,4 +573,4 @@ TEST_F(ServerTest, IvfPqBuildOnTooFewRowsIsFailedPreconditionAndTheCollectionSta
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::server_test

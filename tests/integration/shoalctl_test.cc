@@ -14,7 +14,7 @@
 #include "tests/fakes/watchdog.h"
 #include "tests/integration/shoald_process.h"
 
-namespace shoal {
+namespace shoal::shoalctl_test {
 namespace {
 
 using ::testing::ContainsRegex;
@@ -262,4 +262,4 @@ TEST(Shoalctl, BuildIndexShowsAProgressBarPerPhase) {
 }
 
 }  // namespace
-}  // namespace shoal
+}  // namespace shoal::shoalctl_test

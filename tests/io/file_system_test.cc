@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::storage {
+namespace shoal::storage::file_system_test {
 namespace {
 
 TEST(FileSystem, AppendsReadsAndReportsSizes) {
@@ -101,4 +101,4 @@ TEST(FileSystem, PathHelpers) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::file_system_test

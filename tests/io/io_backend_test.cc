@@ -16,7 +16,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::io_backend_test {
 namespace {
 
 // Collects completions and lets the test wait for a count.
@@ -182,4 +182,4 @@ TEST(BufferPool, RecyclesBySizeClassWithinItsCap) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::io_backend_test

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shoal::storage {
+namespace shoal::storage::io_policy_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -150,4 +150,4 @@ TEST(IoPolicy, CoalescesAcrossTheO_DirectPaddingButNotAcrossARealGap) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::io_policy_test

@@ -14,7 +14,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::io_scheduler_test {
 namespace {
 
 std::string MakeFile(const std::string& path, size_t size, uint32_t seed = 1) {
@@ -426,11 +426,11 @@ INSTANTIATE_TEST_SUITE_P(Backends, IoSchedulerTest,
                          });
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::io_scheduler_test
 
 #include "tests/fakes/faulty_io_backend.h"
 
-namespace shoal::storage {
+namespace shoal::storage::io_scheduler_test {
 namespace {
 
 // EIO and short reads injected under the scheduler: the affected reads fail clearly (INTERNAL
@@ -488,4 +488,4 @@ TEST(IoSchedulerFaults, InjectedEioAndShortReadsFailOnlyTheReadsTheyHit) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::io_scheduler_test

@@ -23,7 +23,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::query_reads_test {
 namespace {
 
 constexpr uint32_t kDim = 8, kNlist = 16;
@@ -162,4 +162,4 @@ INSTANTIATE_TEST_SUITE_P(Backends, QueryReadsTest,
                          });
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::query_reads_test

@@ -21,7 +21,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::uncached_reads_test {
 namespace {
 
 constexpr uint32_t kDim = 32, kNlist = 16;
@@ -271,4 +271,4 @@ INSTANTIATE_TEST_SUITE_P(Backends, UncachedReadsTest,
                          });
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::uncached_reads_test

@@ -7,7 +7,7 @@
 #include "server/config.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::server {
+namespace shoal::server::api_keys_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -137,4 +137,4 @@ TEST(SecurityConfig, NonLoopbackListenersWithoutKeyOrTlsAreWarnedAbout) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::api_keys_test

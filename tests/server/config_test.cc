@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::server {
+namespace shoal::server::config_test {
 namespace {
 
 absl::StatusOr<LoadedConfig> Load(std::vector<std::string> args) {
@@ -97,4 +97,4 @@ TEST(Config, PrintConfigFlagIsRecognised) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::config_test

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/temp_dir.h"
 
-namespace shoal::server {
+namespace shoal::server::container_limits_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -213,4 +213,4 @@ TEST(IsLoopbackAddress, OnlyLoopbackHostsCount) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::container_limits_test

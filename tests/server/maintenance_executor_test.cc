@@ -20,7 +20,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::server {
+namespace shoal::server::maintenance_executor_test {
 namespace {
 
 // Once armed, opening a new WAL file — the first thing BuildIndex does (it freezes the
@@ -197,4 +197,4 @@ TEST(MaintenanceThreadsConfig, DefaultsToOneIsPrintedAndRefusesZero) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::maintenance_executor_test

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "server/metrics.h"
 
-namespace shoal::server {
+namespace shoal::server::metrics_doc_test {
 namespace {
 
 // The metric names in a rendering of every series Metrics can export.
@@ -41,4 +41,4 @@ TEST(MetricsDoc, EveryExportedMetricIsDocumented) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::metrics_doc_test

@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shoal::server {
+namespace shoal::server::request_limits_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -223,4 +223,4 @@ TEST(PeerSlots, AShareIsExceededOnlyWhileAShareOfTheServerStaysFree) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::request_limits_test

@@ -20,7 +20,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::server {
+namespace shoal::server::tls_certificates_test {
 namespace {
 
 // A self-signed certificate with common name `cn` and its key, made by the openssl tool.
@@ -114,4 +114,4 @@ TEST(TlsCertificates, HandshakesDuringReloadsAlwaysGetACompleteCurrentOrPrevious
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::tls_certificates_test

@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shoal::server {
+namespace shoal::server::validation_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -182,4 +182,4 @@ TEST(Validation, Ids) {
 }
 
 }  // namespace
-}  // namespace shoal::server
+}  // namespace shoal::server::validation_test

@@ -19,7 +19,7 @@
 #include "tests/fakes/temp_dir.h"
 #include "tests/fakes/watchdog.h"
 
-namespace shoal::storage {
+namespace shoal::storage::collection_stress_test {
 namespace {
 
 using testing::UpsertAndWait;
@@ -161,4 +161,4 @@ TEST_F(CollectionStress, ConcurrentWritesFlushesAndSearchesStayConsistent) {
 }
 
 }  // namespace
-}  // namespace shoal::storage
+}  // namespace shoal::storage::collection_stress_test
