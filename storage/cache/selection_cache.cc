@@ -21,28 +21,26 @@ std::shared_ptr<const core::RowSelection> SelectionCache::Lookup(uint64_t segmen
 
 void SelectionCache::Insert(uint64_t segment, std::string_view filter,
                             std::shared_ptr<const core::RowSelection> selection, Deletes deletes) {
-  if (!selection) return;
-  const uint64_t bytes = selection->memory_bytes() + filter.size();
-  if (bytes > budget_) return;
-  Key key = MakeKey(segment, filter, deletes);
-  absl::MutexLock lock(&mu_);
-  if (entries_.contains(key)) return;
-  InsertLocked(std::move(key), std::move(selection), bytes);
+  Put(segment, filter, std::move(selection), deletes, /*replace=*/false);
 }
 
 void SelectionCache::Replace(uint64_t segment, std::string_view filter,
                              std::shared_ptr<const core::RowSelection> selection, Deletes deletes) {
-  if (!selection) return;
-  const uint64_t bytes = selection->memory_bytes() + filter.size();
-  if (bytes > budget_) return;
-  Key key = MakeKey(segment, filter, deletes);
-  absl::MutexLock lock(&mu_);
-  if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);
-  InsertLocked(std::move(key), std::move(selection), bytes);
+  Put(segment, filter, std::move(selection), deletes, /*replace=*/true);
 }
 
-void SelectionCache::InsertLocked(Key key, std::shared_ptr<const core::RowSelection> selection,
-                                  uint64_t bytes) {
+void SelectionCache::Put(uint64_t segment, std::string_view filter,
+                         std::shared_ptr<const core::RowSelection> selection, Deletes deletes,
+                         bool replace) {
+  if (!selection) return;
+  const uint64_t bytes = selection->memory_bytes() + filter.size();
+  if (bytes > budget_) return;  // a Replace keeps the old entry
+  Key key = MakeKey(segment, filter, deletes);
+  absl::MutexLock lock(&mu_);
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    if (!replace) return;
+    EraseLocked(it);
+  }
   while (stats_.used_bytes + bytes > budget_ && !lru_.empty()) {
     EraseLocked(entries_.find(lru_.back()));
     ++stats_.evictions;

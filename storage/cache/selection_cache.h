@@ -79,8 +79,9 @@ class SelectionCache {
     return Key{segment, deletes.count, deletes.last_seq, std::string(filter)};
   }
 
-  void InsertLocked(Key key, std::shared_ptr<const core::RowSelection> selection, uint64_t bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Insert (replace = false) or Replace (true).
+  void Put(uint64_t segment, std::string_view filter,
+           std::shared_ptr<const core::RowSelection> selection, Deletes deletes, bool replace);
   void EraseLocked(absl::flat_hash_map<Key, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t budget_;
