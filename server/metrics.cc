@@ -184,6 +184,14 @@ void Metrics::SetIoBackend(const std::string& name) {
       .Set(1);
 }
 
+void Metrics::SetTier(const std::string& tier, const CacheTierSample& sample) {
+  SetCounter("shoal_" + tier + "_cache_hits_total", sample.hits);
+  SetCounter("shoal_" + tier + "_cache_misses_total", sample.misses);
+  SetCounter("shoal_" + tier + "_cache_evictions_total", sample.evictions);
+  sampled_gauges_.at(tier + "_used")->Set(sample.used);
+  sampled_gauges_.at(tier + "_budget")->Set(sample.budget);
+}
+
 void Metrics::SetCounter(const std::string& name, double value) {
   prometheus::Counter* c = sampled_counters_.at(name);
   if (value > c->Value()) c->Increment(value - c->Value());
@@ -250,16 +258,8 @@ std::string Metrics::Render(const std::vector<CollectionSample>& collections,
   sampled_gauges_.at("used")->Set(storage.cache_used);
   sampled_gauges_.at("pinned")->Set(storage.cache_pinned);
   sampled_gauges_.at("budget")->Set(storage.cache_budget);
-  SetCounter("shoal_refine_cache_hits_total", storage.refine_hits);
-  SetCounter("shoal_refine_cache_misses_total", storage.refine_misses);
-  SetCounter("shoal_refine_cache_evictions_total", storage.refine_evictions);
-  sampled_gauges_.at("refine_used")->Set(storage.refine_used);
-  sampled_gauges_.at("refine_budget")->Set(storage.refine_budget);
-  SetCounter("shoal_filter_cache_hits_total", storage.filter_hits);
-  SetCounter("shoal_filter_cache_misses_total", storage.filter_misses);
-  SetCounter("shoal_filter_cache_evictions_total", storage.filter_evictions);
-  sampled_gauges_.at("filter_used")->Set(storage.filter_used);
-  sampled_gauges_.at("filter_budget")->Set(storage.filter_budget);
+  SetTier("refine", storage.refine);
+  SetTier("filter", storage.filter);
   arena_threads_->Set(arena.threads);
   arena_queued_->Set(arena.queued);
   const double busy_delta = arena.busy_seconds - arena_busy_->Value();

@@ -49,16 +49,19 @@ struct CollectionSample {
   double disk_bytes = 0;
 };
 
+// One of the PartitionCache's side caches, sampled at scrape time: counters and bytes.
+struct CacheTierSample {
+  double hits = 0, misses = 0, evictions = 0, used = 0, budget = 0;
+};
+
 // Cumulative counters sampled at scrape time (from IoScheduler and PartitionCache stats).
 struct StorageSample {
   double io_reads = 0, io_submissions = 0, io_bytes = 0, io_errors = 0, io_cancelled = 0,
          io_expired = 0;
   double cache_hits = 0, cache_misses = 0, cache_evictions = 0;
   double cache_used = 0, cache_pinned = 0, cache_budget = 0;
-  double refine_hits = 0, refine_misses = 0, refine_evictions = 0, refine_used = 0,
-         refine_budget = 0;  // the RowCache
-  double filter_hits = 0, filter_misses = 0, filter_evictions = 0, filter_used = 0,
-         filter_budget = 0;      // the SelectionCache
+  CacheTierSample refine;        // the RowCache: shoal_refine_cache_*
+  CacheTierSample filter;        // the SelectionCache: shoal_filter_cache_*
   double io_kernel_seconds = 0;  // kernel time of every submission, summed
 };
 
@@ -125,6 +128,9 @@ class Metrics {
   std::map<std::string, prometheus::Counter*> sampled_counters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> sampled_gauges_ ABSL_GUARDED_BY(mu_);
   void SetCounter(const std::string& name, double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // shoal_<tier>_cache_{hits,misses,evictions}_total and shoal_<tier>_cache_bytes.
+  void SetTier(const std::string& tier, const CacheTierSample& sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::map<std::pair<std::string, int>, prometheus::Counter*> request_counters_
       ABSL_GUARDED_BY(mu_);

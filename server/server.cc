@@ -159,6 +159,17 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
   return absl::OkStatus();
 }
 
+namespace {
+
+// A side cache's stats (RowCache, SelectionCache: the same fields) as a metrics sample.
+template <typename Stats>
+CacheTierSample TierSample(const Stats& stats, uint64_t budget) {
+  return {double(stats.hits), double(stats.misses), double(stats.evictions),
+          double(stats.used_bytes), double(budget)};
+}
+
+}  // namespace
+
 absl::Status Server::StartHttp() {
   State& s = *state_;
   std::function<bool(const std::string&)> authorize_metrics;  // unset: /metrics is open
@@ -182,18 +193,8 @@ absl::Status Server::StartHttp() {
             double(cache.hits),        double(cache.misses),       double(cache.evictions),
             double(cache.used_bytes),  double(cache.pinned_bytes), double(s.cache->budget()),
             double(io.kernel_us) / 1e6};
-        const auto rows = s.cache->rows().stats();
-        storage.refine_hits = double(rows.hits);
-        storage.refine_misses = double(rows.misses);
-        storage.refine_evictions = double(rows.evictions);
-        storage.refine_used = double(rows.used_bytes);
-        storage.refine_budget = double(s.cache->rows().budget());
-        const auto filters = s.cache->selections().stats();
-        storage.filter_hits = double(filters.hits);
-        storage.filter_misses = double(filters.misses);
-        storage.filter_evictions = double(filters.evictions);
-        storage.filter_used = double(filters.used_bytes);
-        storage.filter_budget = double(s.cache->selections().budget());
+        storage.refine = TierSample(s.cache->rows().stats(), s.cache->rows().budget());
+        storage.filter = TierSample(s.cache->selections().stats(), s.cache->selections().budget());
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }, authorize_metrics});
