@@ -21,6 +21,12 @@ COPY . /src
 # the host's tree (wherever it is) and /src share cache entries.
 # The stats log counts this build's own hits (the cache's totals are the host's too).
 ENV CCACHE_DIR=/ccache CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=1 CCACHE_STATSLOG=/tmp/ccache.log
+# ccache also hashes the locale (it sets the compiler's messages): deploy/build-image.sh passes
+# the host's, without which not one entry is shared.
+ARG LANG
+ARG LC_ALL
+ARG LC_CTYPE
+ARG LC_MESSAGES
 RUN cmake --preset release >/dev/null \
     && cmake --build --preset release -j"$(nproc)" --target shoald shoalctl \
     && mkdir -p /out/bin \

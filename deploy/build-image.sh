@@ -12,6 +12,10 @@ if [ -n "$ccache_dir" ]; then
   mkdir -p "$ccache_dir"
   args+=(-v "$ccache_dir:/ccache")
 fi
+# ccache hashes these (the compiler's message language): the build must see the host's.
+for var in LANG LC_ALL LC_CTYPE LC_MESSAGES; do
+  [ -z "${!var+set}" ] || args+=(--build-arg "$var=${!var}")
+done
 flock "${SHOAL_BUILD_LOCK:-/tmp/shoal-build.lock}" podman build "${args[@]}" .
 podman image inspect "$IMAGE" --format '{{.Size}}' |
   awk -v i="$IMAGE" '{printf "build-image: %s is %.1f MB\n", i, $1 / 1e6}'
