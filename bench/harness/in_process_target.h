@@ -9,7 +9,9 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#include "core/base/sanitizers.h"
+
+#if defined(SHOAL_ASAN) || defined(SHOAL_TSAN)
 // From the sanitizer runtime (GCC ships no header for it).
 extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
@@ -35,7 +37,7 @@ class InProcessTarget : public Target {
 
  private:
   static uint64_t HeapInUse() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(SHOAL_ASAN) || defined(SHOAL_TSAN)
     return __sanitizer_get_current_allocated_bytes();  // the sanitizer owns malloc
 #else
     const struct mallinfo2 m = mallinfo2();

@@ -21,13 +21,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/sanitizers.h"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(SHOAL_TSAN) || defined(SHOAL_ASAN)
 #define SHOAL_SEEDED_BUGS_COMPILED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SHOAL_SEEDED_BUGS_COMPILED 1
-#endif
 #endif
 
 namespace shoal::core {

@@ -7,13 +7,7 @@
 // Thread-safety: any thread.
 #pragma once
 
-#if defined(__SANITIZE_THREAD__)
-#define SHOAL_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SHOAL_TSAN 1
-#endif
-#endif
+#include "core/base/sanitizers.h"
 
 #ifdef SHOAL_TSAN
 extern "C" void __tsan_acquire(void* addr);

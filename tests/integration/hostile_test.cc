@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
+#include "core/base/sanitizers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shoal/v1/shoal.pb.h"
@@ -34,14 +35,8 @@ constexpr uint64_t kPeakRssBound = 1ull << 30;
 // Under AddressSanitizer shoald's RSS holds the sanitizer's shadow memory and its quarantine of
 // freed blocks, so kPeakRssBound says nothing about Shoal: that build prints the peaks and
 // asserts the rest (codes, messages, correct answers, no ASan report, a clean exit).
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SHOAL_ASAN
 constexpr bool kRssBounded = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kRssBounded = false;
-#else
-constexpr bool kRssBounded = true;
-#endif
 #else
 constexpr bool kRssBounded = true;
 #endif
