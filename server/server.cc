@@ -187,14 +187,23 @@ absl::Status Server::StartHttp() {
                           double(s.cpu->outstanding())};
         const auto io = s.io->stats();
         const auto cache = s.cache->stats();
-        StorageSample storage{
-            double(io.reads),          double(io.submissions),     double(io.bytes_read),
-            double(io.errors),         double(io.cancelled),       double(io.expired),
-            double(cache.hits),        double(cache.misses),       double(cache.evictions),
-            double(cache.used_bytes),  double(cache.pinned_bytes), double(s.cache->budget()),
-            double(io.kernel_us) / 1e6};
-        storage.refine = TierSample(s.cache->rows().stats(), s.cache->rows().budget());
-        storage.filter = TierSample(s.cache->selections().stats(), s.cache->selections().budget());
+        // Designated: a field added to StorageSample cannot shift the ones after it.
+        const StorageSample storage{
+            .io_reads = double(io.reads),
+            .io_submissions = double(io.submissions),
+            .io_bytes = double(io.bytes_read),
+            .io_errors = double(io.errors),
+            .io_cancelled = double(io.cancelled),
+            .io_expired = double(io.expired),
+            .cache_hits = double(cache.hits),
+            .cache_misses = double(cache.misses),
+            .cache_evictions = double(cache.evictions),
+            .cache_used = double(cache.used_bytes),
+            .cache_pinned = double(cache.pinned_bytes),
+            .cache_budget = double(s.cache->budget()),
+            .refine = TierSample(s.cache->rows().stats(), s.cache->rows().budget()),
+            .filter = TierSample(s.cache->selections().stats(), s.cache->selections().budget()),
+            .io_kernel_seconds = double(io.kernel_us) / 1e6};
         return s.metrics.Render(collections, arena, storage);
       },
       [&s] { return s.ready.load(); }, authorize_metrics});
