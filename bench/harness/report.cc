@@ -16,7 +16,7 @@ namespace {
 
 constexpr double kThresholds[] = {0.90, 0.95, 0.99};
 
-std::string Num(double v, const char* fmt = "%.4g") {
+std::string Num(double v, const absl::FormatSpec<double>& fmt = "%.4g") {
   return std::isnan(v) ? "" : absl::StrFormat(fmt, v);
 }
 
