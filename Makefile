@@ -46,9 +46,11 @@ deps:
 	@tools/install-deps
 
 # configure + build one preset: $(call build_preset,NAME). Each build and test step prints its
-# wall time ("[time] ..."), so a CI log shows where the time went.
+# wall time ("[time] ..."), so a CI log shows where the time went. A build directory older than
+# CMakePresets.json is configured afresh (a preset may have changed its compiler).
 define build_preset
-	@[ -f build/$(1)/build.ninja ] || cmake --preset $(1) >/dev/null
+	@[ -f build/$(1)/build.ninja ] && [ build/$(1)/CMakeCache.txt -nt CMakePresets.json ] || \
+	  cmake --preset $(1) --fresh >/dev/null
 	cmake --build --preset $(1) -j$(JOBS) && echo "[time] build $(1): $$SECONDS s"
 endef
 
@@ -124,19 +126,20 @@ test-asan-seeded: deps
 	$(call build_preset,asan)
 	tools/run-seeded.sh asan build/asan
 
-# libFuzzer targets (clang, ASan+UBSan, -Wthread-safety) over the on-disk decoders, the dataset
-# readers, RPC validation and the whole service in-process (service_fuzz). Corpora live in
-# build/fuzz/corpus so runs accumulate locally. Undefined behaviour is a finding, not a log
+# libFuzzer targets over the on-disk decoders, the dataset readers, RPC validation and the
+# whole service in-process (service_fuzz), built by the asan preset (clang, ASan + all of UBSan,
+# -Wthread-safety): one sanitizer build serves the asan tests and the fuzzers. Corpora live in
+# build/fuzz-corpus so runs accumulate locally. Undefined behaviour is a finding, not a log
 # line: the preset builds with -fno-sanitize-recover=all and UBSan halts with a stack.
 test-fuzz fuzz: deps
-	$(call build_preset,fuzz)
+	$(call build_preset,asan)
 	@for t in format_fuzz vector_reader_fuzz validation_fuzz service_fuzz filter_fuzz; do \
-	  mkdir -p build/fuzz/corpus/$$t; \
+	  mkdir -p build/fuzz-corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  build/fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
-	    build/fuzz/corpus/$$t 2> build/fuzz/$$t.log || { tail -40 build/fuzz/$$t.log; exit 1; }; \
-	  tail -1 build/fuzz/$$t.log; \
+	  build/asan/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=0 \
+	    build/fuzz-corpus/$$t 2> build/asan/fuzz/$$t.log || { tail -40 build/asan/fuzz/$$t.log; exit 1; }; \
+	  tail -1 build/asan/fuzz/$$t.log; \
 	done
 
 # The crash harness (tests/crash, docs/failpoints.md) for CRASH_CYCLES cycles; make test runs 20.

@@ -9,7 +9,7 @@
 #   anonymous one. Files with their own compile definitions are compiled alone (CMake's rule).
 
 set(SHOAL_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
-# clang (the fuzz preset) checks abseil's thread-safety annotations: a member read without the
+# clang (the asan preset) checks abseil's thread-safety annotations: a member read without the
 # mutex its ABSL_GUARDED_BY names does not compile.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   list(APPEND SHOAL_WARNINGS -Wthread-safety)
