@@ -141,14 +141,13 @@ class SearchStreamReactor final
     // gRPC runs OnDone after OnCancel, ordered inside libgrpc where TSan cannot see it: taking
     // mu_ (which OnCancel held) makes that order visible before the reactor may be deleted.
     { absl::MutexLock lock(&mu_); }
-    if (lifetime_.Ended()) delete this;
+    if (lifetime_.Done()) delete this;
   }
 
  private:
   // Finish(), then delete this if OnDone() already ran (server/reactor_lifetime.h).
   void FinishStream(const grpc::Status& status) {
-    Finish(status);
-    if (lifetime_.Ended()) delete this;
+    if (lifetime_.Finished([&] { Finish(status); })) delete this;
   }
 
   // One search of the stream, from its read to its answer's serialisation.

@@ -23,7 +23,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/cancel.h"
-#include "core/base/tsan.h"
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/reactor_lifetime.h"
@@ -71,17 +70,14 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
     } catch (const std::exception& e) {
       status = InternalErrorIn(method_, e.what());
     }
-    // gRPC runs OnDone on its own thread once the answer is sent, ordered inside libgrpc.
-    core::TsanHandOff(this);
-    Finish(ToGrpc(status));
-    if (lifetime_.Ended()) delete this;  // see server/reactor_lifetime.h
+    // gRPC runs OnDone on its own thread once the answer is sent (server/reactor_lifetime.h).
+    if (lifetime_.Finished([&] { Finish(ToGrpc(status)); })) delete this;
   }
 
   void OnCancel() override { token_->Cancel(); }
   void OnDone() override {
-    core::TsanTakeOver(this);
     metrics_->RpcDone();
-    if (lifetime_.Ended()) delete this;
+    if (lifetime_.Done()) delete this;
   }
 
  protected:

@@ -82,14 +82,13 @@ class UpsertStreamReactor final : public grpc::ServerReadReactor<grpc::ByteBuffe
 
   void OnDone() override {
     service_->metrics()->RpcDone();
-    if (lifetime_.Ended()) delete this;
+    if (lifetime_.Done()) delete this;
   }
 
  private:
   // Finish(), then delete this if OnDone() already ran (server/reactor_lifetime.h).
   void FinishStream(const grpc::Status& status) {
-    Finish(status);
-    if (lifetime_.Ended()) delete this;
+    if (lifetime_.Finished([&] { Finish(status); })) delete this;
   }
 
   // Accept(), then the message's WAL records; an exception (an allocation failure on a large
