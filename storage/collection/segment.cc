@@ -227,8 +227,9 @@ std::shared_ptr<const core::RowSelection> Segment::WithListedVectors(
   if (selection.matches() * bytes > max_bytes) return nullptr;
   std::vector<std::shared_ptr<const float>> rows;
   rows.reserve(selection.listed_rows().size());
+  PinnedPartition pinned;
   for (const core::RowRef& r : selection.listed_rows()) {
-    rows.push_back(cache_->rows().Peek(cache_id_, RowNumber(r), bytes));
+    rows.push_back(ResidentRow(r, &pinned, /*use=*/false));
     if (!rows.back()) return nullptr;
   }
   std::vector<float> vectors(rows.size() * dim);
@@ -374,7 +375,7 @@ void Segment::Fetch(const core::PartitionFetch& fetch, FetchDone done) {
   FetchAttempt(fetch, std::move(done), 0);
 }
 
-std::optional<core::PartitionData> Segment::TryHit(uint32_t partition) {
+std::optional<core::PartitionData> Segment::TryHit(uint32_t partition) const {
   std::optional<PartitionHandle> hit = cache_->TryGetHit({cache_id_, partition});
   if (!hit) return std::nullopt;
   auto pinned = std::make_shared<PartitionHandle>(*std::move(hit));
@@ -385,6 +386,24 @@ std::optional<core::PartitionData> Segment::TryHit(uint32_t partition) {
   data.cached = true;
   data.pin = std::move(pinned);
   return data;
+}
+
+std::shared_ptr<const float> Segment::ResidentRow(const core::RowRef& row, PinnedPartition* pinned,
+                                                  bool use) const {
+  const size_t bytes = size_t(meta_.model.dim) * sizeof(float);
+  if (!raw_) {  // FLAT encoding: a partition's codes are its rows' float32 vectors
+    if (pinned->partition != row.partition) {
+      pinned->partition = row.partition;
+      pinned->data = TryHit(row.partition);
+    }
+    if (pinned->data) {
+      const uint8_t* v = pinned->data->codes + size_t(row.row) * bytes;
+      return std::shared_ptr<const float>(pinned->data->pin, reinterpret_cast<const float*>(v));
+    }
+  }
+  RowCache& cached = cache_->rows();
+  return use ? cached.Lookup(cache_id_, RowNumber(row), bytes)
+             : cached.Peek(cache_id_, RowNumber(row), bytes);
 }
 
 void Segment::FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt) {
@@ -500,16 +519,17 @@ void Segment::ReadRaw(std::vector<core::RowRef> rows, const core::PartitionFetch
   const size_t dim = meta_.model.dim, bytes = dim * sizeof(float);
   auto state = std::make_shared<State>();
   state->done = std::move(done);
-  // Rows in the RowCache are handed over as they are (no copy); rows in the kernel's page cache
-  // are copied now (one RWF_NOWAIT read each, never blocking) and kept in the RowCache; the
-  // rest are read asynchronously through the scheduler and kept once they arrive.
+  // Rows in memory (ResidentRow) are handed over as they are (no copy); rows in the kernel's
+  // page cache are copied now (one RWF_NOWAIT read each, never blocking) and kept in the
+  // RowCache; the rest are read asynchronously through the scheduler and kept once they arrive.
   RowCache& row_cache = cache_->rows();
   std::vector<size_t> missing;
+  PinnedPartition pinned;
   absl::ReleasableMutexLock lock(&state->mu);  // uncontended: no read is issued yet
   state->out.rows.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint64_t row = RowNumber(rows[i]);
-    if (std::shared_ptr<const float> hit = row_cache.Lookup(cache_id_, row, bytes)) {
+    if (std::shared_ptr<const float> hit = ResidentRow(rows[i], &pinned, /*use=*/true)) {
       state->out.rows[i] = std::move(hit);
       continue;
     }

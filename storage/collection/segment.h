@@ -9,9 +9,10 @@
 // the process — such a read waits for its bytes before it is issued, oldest query first, and
 // the oldest query always gets one (I-4: a full cache never stops a query, nor grows the process
 // without bound); once granted it is answered from the cache instead if another query loaded
-// the partition meanwhile. ReadRaw() reads single rows' full-precision vectors for refine: from
-// the cache's RowCache when it holds them, else from the kernel's page cache or the disk, and
-// keeps what it read there.
+// the partition meanwhile. ReadRaw() reads single rows' full-precision vectors (for refine and
+// the exact_matches plan): from memory when they are there (a FLAT-encoded segment's cached
+// partition, whose codes are the vectors, or the cache's RowCache), else from the kernel's page
+// cache or the disk, keeping what it read in the RowCache.
 //
 // Cancellation: reads carry the query's sequence number, and CancelQuery() takes the query's
 // queued reads out of the IoScheduler and its waiting uncached reads out of the UncachedBudget. A
@@ -115,7 +116,19 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // Fetch(), after `attempt` shared loads failed because the query that started them stopped.
   void FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt);
   // The partition pinned from the cache if it is cached and loaded; nullopt otherwise.
-  std::optional<core::PartitionData> TryHit(uint32_t partition);
+  std::optional<core::PartitionData> TryHit(uint32_t partition) const;
+  // The last partition ResidentRow() looked up, pinned when the cache held it.
+  struct PinnedPartition {
+    uint32_t partition = UINT32_MAX;
+    std::optional<core::PartitionData> data;
+  };
+  // Row `row`'s full-precision vector if it is in memory already, reading nothing (null
+  // otherwise): a FLAT-encoded segment's partitions are its rows' vectors, so a row of a
+  // partition the cache holds is handed out from there, pinning it; else the RowCache's copy
+  // (a use of it when `use`, a Peek when not). `pinned` carries one partition from call to
+  // call: rows asked in partition order look each partition up once.
+  std::shared_ptr<const float> ResidentRow(const core::RowRef& row, PinnedPartition* pinned,
+                                           bool use) const;
   // A partition the cache has no room for: read for this query alone once the process-wide
   // UncachedBudget grants its bytes; the pin holds the bytes and the grant.
   void ReadUncached(const core::PartitionFetch& fetch, FetchDone done);
@@ -133,7 +146,7 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   std::shared_ptr<core::RowSelection> ToSelection(const RowBits& bits) const;
   RowBits CopyBits(const core::RowSelection& selection) const;
   // A copy of listed `selection` with its rows' vectors (RowSelection::listed_vectors), when
-  // the RowCache holds every one of them and they take at most `max_bytes`; else null.
+  // every one of them is in memory (ResidentRow) and they take at most `max_bytes`; else null.
   std::shared_ptr<const core::RowSelection> WithListedVectors(const core::RowSelection& selection,
                                                               uint64_t max_bytes) const;
   // The listed vectors one selection may keep: at most this fraction of the filter cache.

@@ -96,14 +96,21 @@ class FilterCacheTest : public ::testing::Test {
   std::vector<core::QueryResult> Search(const Collection& c, const core::filter::Filter& f,
                                         std::shared_ptr<const core::RowSelection>* used,
                                         size_t nq = kQueries) {
+    return Run(c, &f, used, nq, /*nprobe=*/2);
+  }
+
+  // `f` null: unfiltered, and `used` is left alone.
+  std::vector<core::QueryResult> Run(const Collection& c, const core::filter::Filter* f,
+                                     std::shared_ptr<const core::RowSelection>* used, size_t nq,
+                                     uint32_t nprobe) {
     core::IvfSearchRequest r;
-    SearchSnapshot snap = c.SearchView(&f);
+    SearchSnapshot snap = c.SearchView(f);
     EXPECT_EQ(snap.segments.size(), 1u);
-    if (!snap.segments.empty()) *used = snap.segments[0].selection;
+    if (f && !snap.segments.empty()) *used = snap.segments[0].selection;
     r.segments = std::move(snap.segments);
     r.memtable = std::move(snap.memtable);
     r.memtable_selection = std::move(snap.memtable_selection);
-    r.filtered = true;
+    r.filtered = f != nullptr;
     std::mt19937 rng{9};
     std::uniform_real_distribution<float> u(-1, 1);
     r.queries.resize(kQueries * kDim);
@@ -112,7 +119,7 @@ class FilterCacheTest : public ::testing::Test {
     r.num_queries = nq;
     r.dim = kDim;
     r.k = 10;
-    r.nprobe = 2;
+    r.nprobe = nprobe;
     std::promise<absl::StatusOr<std::vector<core::QueryResult>>> promise;
     core::IvfSearch(cpu_, std::move(r), [&](absl::StatusOr<std::vector<core::QueryResult>> res) {
       promise.set_value(std::move(res));
@@ -224,6 +231,35 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
     for (size_t i = 0; i < read[q].neighbors.size(); ++i) {
       EXPECT_EQ(read[q].neighbors[i].id, in_place[q].neighbors[i].id) << q << " " << i;
       EXPECT_EQ(read[q].neighbors[i].distance, in_place[q].neighbors[i].distance) << q;
+    }
+  }
+}
+
+// An IVF_FLAT partition is its rows' vectors: once the partition cache holds the partitions,
+// the exact_matches plan reads its rows from them — no read, no RowCache copy — and answers
+// as it does from the disk.
+TEST_F(FilterCacheTest, ExactMatchesOnCachedFlatPartitionsReadNothing) {
+  PartitionCache cache(64 << 20, 0, 16 << 20, 0);  // no filter cache: every search reads rows
+  auto c = Build(&cache);
+  ASSERT_NE(c, nullptr);
+  const core::filter::Filter f = Parse("a < 3");
+  std::shared_ptr<const core::RowSelection> used;
+  const auto from_disk = Search(*c, f, &used);
+  const RowCacheStats before = cache.rows().stats();
+  EXPECT_GT(before.misses, 0u);
+  Run(*c, nullptr, &used, kQueries, /*nprobe=*/8);  // every partition, now cached
+  const auto from_partitions = Search(*c, f, &used);
+  EXPECT_EQ(cache.rows().stats().hits, before.hits);
+  EXPECT_EQ(cache.rows().stats().misses, before.misses);
+  ASSERT_EQ(from_partitions.size(), from_disk.size());
+  for (size_t q = 0; q < from_disk.size(); ++q) {
+    EXPECT_EQ(from_partitions[q].stats.plan, core::FilterPlan::kExactMatches);
+    EXPECT_GT(from_disk[q].stats.bytes_read, 0u) << q;
+    EXPECT_EQ(from_partitions[q].stats.bytes_read, 0u) << q;
+    ASSERT_EQ(from_partitions[q].neighbors.size(), from_disk[q].neighbors.size()) << q;
+    for (size_t i = 0; i < from_disk[q].neighbors.size(); ++i) {
+      EXPECT_EQ(from_partitions[q].neighbors[i].id, from_disk[q].neighbors[i].id) << q << " " << i;
+      EXPECT_EQ(from_partitions[q].neighbors[i].distance, from_disk[q].neighbors[i].distance);
     }
   }
 }
