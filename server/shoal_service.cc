@@ -322,11 +322,10 @@ void ShoalService::Count(CallbackServerContext* ctx, UnaryReactor* r, const v1::
     r->FinishWith(filter.status());
     return;
   }
-  // The filter's bitsets over every row (I-9), as a search prices them.
-  const storage::CollectionStats stats = (*c)->Stats();
-  const uint64_t rows = stats.num_vectors + stats.memtable_rows;
+  // The filter's bitsets over every row, dead ones too (I-9), as a search prices them.
+  const uint64_t rows = (*c)->Stats().stored_rows;
   const uint64_t cost =
-      *filter ? (1 + storage::AttributeColumns::BitsetsToSelect(**filter)) * (rows / 8 + 64) : 0;
+      *filter ? (2 + storage::AttributeColumns::BitsetsToSelect(**filter)) * (rows / 8 + 64) : 0;
   absl::StatusOr<Shares> shares = TakeShares(ctx->peer(), cost);
   if (!shares.ok()) {
     r->FinishWith(shares.status());
@@ -381,8 +380,10 @@ std::vector<float> EngineQueries(const storage::Collection& collection,
 SearchShape ShapeOf(const storage::Collection& collection, const storage::SearchSnapshot& snapshot,
                     uint32_t nprobe, const core::filter::Filter* filter) {
   const bool filtered = filter != nullptr;
-  // Evaluating the filter holds this many bitsets of a segment's rows, and the selection one.
-  const uint64_t bitsets = filtered ? 1 + storage::AttributeColumns::BitsetsToSelect(*filter) : 0;
+  // Evaluating the filter holds this many bitsets of a segment's rows, the selection one, and
+  // deletes of selected rows one more (the copy they are cleared from, Segment::Select; a copy
+  // of a selection's kept vectors goes into the filter cache, under its budget).
+  const uint64_t bitsets = filtered ? 2 + storage::AttributeColumns::BitsetsToSelect(*filter) : 0;
   SearchShape shape;
   shape.dim = collection.dim();
   shape.refine_reads_raw = false;

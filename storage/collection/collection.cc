@@ -452,10 +452,12 @@ CollectionStats Collection::Stats() const {
   stats.num_segments = uint32_t(current->segments.size());
   stats.memtable_rows = current->active->live_count();
   stats.num_vectors = stats.num_indexed + stats.memtable_rows;
+  stats.stored_rows = segment_rows + current->active->rows();
   stats.memory_bytes = current->active->memory_bytes();
   stats.attribute_memory_bytes += current->active->attribute_memory_bytes();
   for (const auto& frozen : current->frozen) {
     stats.num_vectors += frozen->live_count();
+    stats.stored_rows += frozen->rows();
     stats.memory_bytes += frozen->memory_bytes();
     stats.attribute_memory_bytes += frozen->attribute_memory_bytes();
   }

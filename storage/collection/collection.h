@@ -83,6 +83,8 @@ struct CollectionStats {
   uint64_t num_indexed = 0;  // live rows in segments
   uint32_t num_segments = 0;
   uint64_t memtable_rows = 0;
+  // Every row the segments and memtables hold, dead ones too: what a filter's bitsets span.
+  uint64_t stored_rows = 0;
   uint64_t disk_bytes = 0;
   uint64_t memory_bytes = 0;
   uint64_t attribute_memory_bytes = 0;  // attribute columns: segments' and memtables'

@@ -129,6 +129,11 @@ uint64_t Memtable::live_count() const {
   return row_of_id_.size();
 }
 
+uint64_t Memtable::rows() const {
+  absl::MutexLock lock(&mu_);
+  return rows_;
+}
+
 uint64_t Memtable::memory_bytes() const {
   uint64_t chunk_bytes;
   {

@@ -53,6 +53,7 @@ class Memtable {
   std::optional<StoredPoint> Get(uint64_t id, bool include_vector) const;
   uint32_t dim() const { return dim_; }
   uint64_t live_count() const;
+  uint64_t rows() const;  // every row written, dead ones too
   // Calls fn for every live row, in insertion order (a consistent prefix of the rows).
   void ForEachLive(const std::function<void(uint64_t id, const float* vector,
                                             const std::string& attributes)>& fn) const;

@@ -46,6 +46,7 @@ TEST(Collection, WritesAreVisibleWhenAcknowledgedAndSurviveReopen) {
     EXPECT_EQ(got[0].id, 3u);
     EXPECT_EQ(got[1].vector, std::vector<float>({9, 9}));
     EXPECT_EQ((*c)->Stats().num_vectors, 2u);
+    EXPECT_EQ((*c)->Stats().stored_rows, 4u);  // the deleted and the overwritten rows too
     EXPECT_GT((*c)->Stats().disk_bytes, 0u);
     ASSERT_TRUE((*c)->Close().ok());
   }

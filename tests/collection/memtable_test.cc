@@ -35,6 +35,7 @@ TEST(Memtable, UpsertGetDeleteAndOverwrite) {
   EXPECT_EQ(m.Get(1, true)->vector[0], 9.0f);
   EXPECT_EQ(LiveRows(m.Snapshot()), 2u);
   EXPECT_EQ(m.Snapshot().rows(), 3u);
+  EXPECT_EQ(m.rows(), 3u);  // the dead row too
 
   EXPECT_TRUE(m.Delete(1));
   EXPECT_FALSE(m.Delete(1));
