@@ -204,10 +204,22 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The unfiltered search sent as `c`'s requests (the same queries per request): a filter per
+// query means requests of one to a few queries, and this is what such requests cost without it.
+FilterCase UnfilteredAs(const FilterCase& none, const FilterCase& c) {
+  FilterCase shaped = none;
+  shaped.group_of = c.group_of;
+  shaped.filter.assign(c.filter.size(), none.filter[0]);
+  shaped.bitmap.assign(c.filter.size(), none.bitmap[0]);
+  shaped.matches.assign(c.filter.size(), none.matches[0]);
+  return shaped;
+}
+
 struct Row {
   const FilterCase* c = nullptr;
   double shoal_recall = 0, faiss_recall = 0;
   std::vector<double> shoal_qps, faiss_qps;
+  std::vector<double> shaped_qps;  // a filter per query: UnfilteredAs(none, c), same rep
   size_t shoal_short = 0, faiss_short = 0;
   double bytes_per_query = 0, matching_scanned = 0;
   double cold_bytes_per_query = 0;  // mean over the cold queries
@@ -320,6 +332,15 @@ int Run(const Options& o) {
       }
       row.shoal_qps.push_back(double(d.nq) / a->seconds);
       row.faiss_qps.push_back(double(d.nq) / b->seconds);
+      if (c.filter.size() > 1) {
+        auto shaped = RunShoal(shoal, d, UnfilteredAs(none, c), o);
+        if (!shaped.ok()) {
+          std::fprintf(stderr, "%s unfiltered: %s\n", c.name.c_str(),
+                       shaped.status().ToString().c_str());
+          return 1;
+        }
+        row.shaped_qps.push_back(double(d.nq) / shaped->seconds);
+      }
       if (rep > 0) continue;
       row.shoal_recall = MeanRecall(d, c, truth[i], *a);
       row.faiss_recall = MeanRecall(d, c, truth[i], *b);
@@ -367,34 +388,45 @@ int Run(const Options& o) {
       "IDSelectorBitmap (nprobe %u)\n\n%zu queries, k = %u, batches of up to %zu sharing a filter, "
       "%zu clients, median of %d interleaved runs; FAISS on %d threads. bytes/q: read by Shoal "
       "per query in those runs (warm partition cache); cold bytes/q: one query alone after a "
-      "restart with its files' page cache dropped, mean of %zu per case.\n\n",
+      "restart with its files' page cache dropped, mean of %zu per case. x same requests: "
+      "against the unfiltered search sent in the case's requests (a filter per query makes "
+      "requests of one to a few queries; the other cases' requests are the unfiltered "
+      "ones).\n\n",
       d.name, d.n, d.dim, o.index, o.nlist, shoal_nprobe, faiss_nprobe, d.nq, o.k, o.batch,
       o.clients, o.reps, o.threads, cold_queries);
   absl::StrAppend(&md,
                   "| regime | filter | selectivity | plan | recall | QPS | x unfiltered | "
-                  "bytes/q | cold bytes/q | x unfiltered cold | matches scanned/q | FAISS recall | "
-                  "FAISS QPS | Shoal/FAISS | short (Shoal/FAISS) |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                  "x same requests | bytes/q | cold bytes/q | x unfiltered cold | "
+                  "matches scanned/q | FAISS recall | FAISS QPS | Shoal/FAISS | "
+                  "short (Shoal/FAISS) |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::string csv =
-      "regime,filter,selectivity,plan,recall,qps,qps_vs_unfiltered,bytes_per_query,"
-      "cold_bytes_per_query,matching_rows_scanned,faiss_recall,faiss_qps,short,faiss_short\n";
+      "regime,filter,selectivity,plan,recall,qps,qps_vs_unfiltered,qps_vs_same_requests,"
+      "bytes_per_query,cold_bytes_per_query,matching_rows_scanned,faiss_recall,faiss_qps,short,"
+      "faiss_short\n";
   const double base_qps = Median(rows[0].shoal_qps);
   const double base_cold = std::max(1.0, rows[0].cold_bytes_per_query);
   for (const Row& r : rows) {
     const double qps = Median(r.shoal_qps), fqps = Median(r.faiss_qps);
+    // Each rep's ratio against its own same-requests run, then the median.
+    std::vector<double> shaped;
+    for (size_t i = 0; i < r.shaped_qps.size(); ++i) {
+      shaped.push_back(r.shoal_qps[i] / r.shaped_qps[i]);
+    }
+    const double same = shaped.empty() ? qps / base_qps : Median(shaped);
     absl::StrAppendFormat(&md,
-                          "| %s | `%s` | %.4f%% | %s | %.3f | %.0f | %.2f | %.0f | %.0f | %.2f | "
-                          "%.0f | %.3f | %.0f | %.2f | %zu/%zu |\n",
+                          "| %s | `%s` | %.4f%% | %s | %.3f | %.0f | %.2f | %.2f | %.0f | %.0f | "
+                          "%.2f | %.0f | %.3f | %.0f | %.2f | %zu/%zu |\n",
                           r.c->regime, r.c->name, 100 * r.c->selectivity(d.n), Plans(r),
-                          r.shoal_recall, qps, qps / base_qps, r.bytes_per_query,
+                          r.shoal_recall, qps, qps / base_qps, same, r.bytes_per_query,
                           r.cold_bytes_per_query, r.cold_bytes_per_query / base_cold,
                           r.matching_scanned, r.faiss_recall, fqps, qps / fqps, r.shoal_short,
                           r.faiss_short);
-    absl::StrAppendFormat(&csv,
-                          "%s,\"%s\",%.6f,%s,%.4f,%.1f,%.3f,%.0f,%.0f,%.0f,%.4f,%.1f,%zu,%zu\n",
-                          r.c->regime, r.c->name, r.c->selectivity(d.n), Plans(r), r.shoal_recall,
-                          qps, qps / base_qps, r.bytes_per_query, r.cold_bytes_per_query,
-                          r.matching_scanned, r.faiss_recall, fqps, r.shoal_short, r.faiss_short);
+    absl::StrAppendFormat(
+        &csv, "%s,\"%s\",%.6f,%s,%.4f,%.1f,%.3f,%.3f,%.0f,%.0f,%.0f,%.4f,%.1f,%zu,%zu\n",
+        r.c->regime, r.c->name, r.c->selectivity(d.n), Plans(r), r.shoal_recall, qps,
+        qps / base_qps, same, r.bytes_per_query, r.cold_bytes_per_query, r.matching_scanned,
+        r.faiss_recall, fqps, r.shoal_short, r.faiss_short);
   }
   if (auto info = shoal.Describe(); info.ok()) {
     const double per_million = double(info->attribute_memory_bytes) / double(d.n) * 1e6;
