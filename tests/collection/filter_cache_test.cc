@@ -43,6 +43,24 @@ core::filter::Filter Parse(std::string_view text) {
   return *std::move(f);
 }
 
+// Both answers of every query were exact_matches, `read` with reads and `in_memory` without,
+// and they name the same neighbours at the same distances.
+void ExpectSameExactAnswers(const std::vector<core::QueryResult>& read,
+                            const std::vector<core::QueryResult>& in_memory) {
+  ASSERT_EQ(read.size(), in_memory.size());
+  for (size_t q = 0; q < read.size(); ++q) {
+    EXPECT_EQ(read[q].stats.plan, core::FilterPlan::kExactMatches);
+    EXPECT_EQ(in_memory[q].stats.plan, core::FilterPlan::kExactMatches);
+    EXPECT_GT(read[q].stats.bytes_read, 0u) << q;
+    EXPECT_EQ(in_memory[q].stats.bytes_read, 0u) << q;
+    ASSERT_EQ(read[q].neighbors.size(), in_memory[q].neighbors.size()) << q;
+    for (size_t i = 0; i < read[q].neighbors.size(); ++i) {
+      EXPECT_EQ(read[q].neighbors[i].id, in_memory[q].neighbors[i].id) << q << " " << i;
+      EXPECT_EQ(read[q].neighbors[i].distance, in_memory[q].neighbors[i].distance) << q;
+    }
+  }
+}
+
 class FilterCacheTest : public ::testing::Test {
  protected:
   // A built IVF_FLAT collection whose segments use `cache`.
@@ -221,18 +239,7 @@ TEST_F(FilterCacheTest, FewMatchesOfARepeatedFilterKeepTheirVectorsAndAreScoredI
   auto after_second = Selection(*c, f);
   EXPECT_NE(after_second, live);
   EXPECT_EQ(SortedIds(*after_second), IdsWithAUnder(3, {101, 202}));
-  ASSERT_EQ(read.size(), in_place.size());
-  for (size_t q = 0; q < read.size(); ++q) {
-    EXPECT_EQ(read[q].stats.plan, core::FilterPlan::kExactMatches);
-    EXPECT_EQ(in_place[q].stats.plan, core::FilterPlan::kExactMatches);
-    EXPECT_GT(read[q].stats.bytes_read, 0u) << q;
-    EXPECT_EQ(in_place[q].stats.bytes_read, 0u) << q;
-    ASSERT_EQ(read[q].neighbors.size(), in_place[q].neighbors.size()) << q;
-    for (size_t i = 0; i < read[q].neighbors.size(); ++i) {
-      EXPECT_EQ(read[q].neighbors[i].id, in_place[q].neighbors[i].id) << q << " " << i;
-      EXPECT_EQ(read[q].neighbors[i].distance, in_place[q].neighbors[i].distance) << q;
-    }
-  }
+  ExpectSameExactAnswers(read, in_place);
 }
 
 // An IVF_FLAT partition is its rows' vectors: once the partition cache holds the partitions,
@@ -251,17 +258,7 @@ TEST_F(FilterCacheTest, ExactMatchesOnCachedFlatPartitionsReadNothing) {
   const auto from_partitions = Search(*c, f, &used);
   EXPECT_EQ(cache.rows().stats().hits, before.hits);
   EXPECT_EQ(cache.rows().stats().misses, before.misses);
-  ASSERT_EQ(from_partitions.size(), from_disk.size());
-  for (size_t q = 0; q < from_disk.size(); ++q) {
-    EXPECT_EQ(from_partitions[q].stats.plan, core::FilterPlan::kExactMatches);
-    EXPECT_GT(from_disk[q].stats.bytes_read, 0u) << q;
-    EXPECT_EQ(from_partitions[q].stats.bytes_read, 0u) << q;
-    ASSERT_EQ(from_partitions[q].neighbors.size(), from_disk[q].neighbors.size()) << q;
-    for (size_t i = 0; i < from_disk[q].neighbors.size(); ++i) {
-      EXPECT_EQ(from_partitions[q].neighbors[i].id, from_disk[q].neighbors[i].id) << q << " " << i;
-      EXPECT_EQ(from_partitions[q].neighbors[i].distance, from_disk[q].neighbors[i].distance);
-    }
-  }
+  ExpectSameExactAnswers(from_disk, from_partitions);
 }
 
 TEST_F(FilterCacheTest, WithoutABudgetEverySearchEvaluatesTheFilterToTheSameRows) {
