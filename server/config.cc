@@ -124,6 +124,10 @@ const std::vector<Field>& Fields() {
        "what filters select per segment, kept for repeated filters (with the vectors of a "
        "few-match selection, up to an eighth of this each), besides cache.bytes; "
        "0 = cache.bytes / 32"},
+      {"filter.max_indexed_fields", "SHOAL_FILTER_MAX_INDEXED_FIELDS",
+       "--filter-max-indexed-fields", &Config::filter_max_indexed_fields,
+       "attribute fields with value indexes per segment (the first seen); later ones are "
+       "filtered by scanning their column"},
       {"limits.max_candidates_per_query", "SHOAL_MAX_CANDIDATES_PER_QUERY",
        "--max-candidates-per-query", &Config::max_candidates_per_query,
        "k * refine_factor of one query; more get INVALID_ARGUMENT"},
@@ -352,6 +356,10 @@ absl::StatusOr<LoadedConfig> LoadConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "limits: max_request_bytes must be at least 1, and max_inflight_request_bytes at least "
         "max_request_bytes");
+  }
+  if (loaded.config.filter_max_indexed_fields < 0 ||
+      loaded.config.filter_max_indexed_fields > 65536) {
+    return absl::InvalidArgumentError("filter.max_indexed_fields: must be between 0 and 65536");
   }
   if (loaded.config.build_memory_bytes < (1 << 20)) {
     return absl::InvalidArgumentError("build.memory_bytes: must be at least 1 MiB (1048576)");

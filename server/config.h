@@ -131,6 +131,10 @@ struct Config {
   // row again (storage/cache/selection_cache.h), a budget of its own besides cache.bytes;
   // 0 = cache.bytes / 32 as resolved. Default: 0.
   int64_t cache_filter_bytes = 0;
+  // Attribute fields that get value indexes (rows per value, storage/attributes/value_index.h),
+  // per segment and memtable, the first seen; later fields are filtered by scanning their
+  // column. 0..65536. Default: 64.
+  int64_t filter_max_indexed_fields = 64;
   // What one request may make the server hold (DESIGN I-9), estimated from its fields before
   // any work starts (server/request_limits.h). k * refine_factor of one query; past it:
   // INVALID_ARGUMENT. Default: 100000.

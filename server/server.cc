@@ -106,6 +106,7 @@ absl::Status Server::OpenStorage() {
   options.wal.on_sync = [&s](double seconds) { s.metrics.ObserveWalFsync(seconds); };
   options.scheduler = s.io.get();
   options.build_memory_bytes = uint64_t(config_.build_memory_bytes);
+  options.max_indexed_fields = uint32_t(config_.filter_max_indexed_fields);
   options.cache = s.cache.get();
   auto catalog = storage::Catalog::Open(storage::DefaultFileSystem(), config_.data_dir, options);
   if (!catalog.ok()) return catalog.status();

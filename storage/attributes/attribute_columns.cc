@@ -12,7 +12,21 @@ void AttributeColumns::Append(uint64_t id, const core::Attributes& attributes) {
   absl::MutexLock lock(&mu_);
   const uint32_t row = uint32_t(ids_.size());
   ids_.push_back(id);
-  for (const auto& [key, value] : attributes) columns_[key].Append(row, value);
+  for (const auto& [key, value] : attributes) {
+    auto it = columns_.find(key);
+    if (it == columns_.end()) {
+      const bool indexed = indexed_fields_ < max_indexed_fields_;
+      indexed_fields_ += indexed;
+      it = columns_.try_emplace(key, indexed).first;
+    }
+    it->second.Append(row, value);
+  }
+}
+
+void AttributeColumns::Seal() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, column] : columns_) column.Seal();
+  ids_.shrink_to_fit();
 }
 
 uint64_t AttributeColumns::rows() const {

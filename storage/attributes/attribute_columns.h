@@ -10,9 +10,10 @@
 // written); a row's attributes never change (an upsert writes a new row, the old one is dead).
 //
 // Memory: per field entry 1 to 12 bytes by kind (field_column.h), each distinct string once;
-// 8 bytes per row for the ids. memory_bytes() reports it.
+// 8 bytes per row for the ids; the value indexes of the first `max_indexed_fields` fields seen
+// (filter.max_indexed_fields; value_index.h). memory_bytes() reports it.
 //
-// Thread-safety: one writer (Append) with any number of concurrent readers (Select, Count):
+// Thread-safety: one writer (Append, Seal) with any number of concurrent readers (Select, Count):
 // a reader sees a prefix of the rows, at least `rows` of them when it asks for `rows`.
 #pragma once
 
@@ -34,12 +35,17 @@ namespace shoal::storage {
 
 class AttributeColumns {
  public:
-  AttributeColumns() = default;
+  static constexpr uint32_t kDefaultMaxIndexedFields = 64;
+
+  explicit AttributeColumns(uint32_t max_indexed_fields = kDefaultMaxIndexedFields)
+      : max_indexed_fields_(max_indexed_fields) {}
   AttributeColumns(const AttributeColumns&) = delete;
   AttributeColumns& operator=(const AttributeColumns&) = delete;
 
   // Row number rows() gets `id` and `attributes`. Writer only.
   void Append(uint64_t id, const core::Attributes& attributes);
+  // No row follows: the indexes are decided on all the values and trimmed. Writer only.
+  void Seal();
 
   uint64_t rows() const;
   // The rows among the first `rows` (REQUIRES: <= rows()) that satisfy `filter`.
@@ -61,9 +67,11 @@ class AttributeColumns {
   RowBits EvalLeaf(const core::filter::Expr& e, uint64_t rows) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  const uint32_t max_indexed_fields_;
   mutable absl::Mutex mu_;
   std::vector<uint64_t> ids_ ABSL_GUARDED_BY(mu_);  // per row
   absl::flat_hash_map<std::string, FieldColumn> columns_ ABSL_GUARDED_BY(mu_);
+  uint32_t indexed_fields_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace shoal::storage

@@ -6,10 +6,13 @@
 // compare or two per int or double (vector compares over a dense kind, match_kernels.h), one
 // table lookup per string or bool (the leaf is decided once per distinct string), the
 // reference per-element test for lists. A row holds one value per key, so the kinds' rows are
-// disjoint.
+// disjoint. An indexed field also keeps its ints' and strings' rows per value (value_index.h):
+// an equality, `in` or range leaf whose matches cost less to set than the column costs to scan
+// is answered from there.
 //
 // Memory per entry: 8 bytes for an int or a double, 4 for a string's code, 1 for a bool, plus 4
-// for its row number once the kind is sparse; each distinct string once; lists as they are.
+// for its row number once the kind is sparse; each distinct string once; lists as they are;
+// an index's bitmaps (value_index.h).
 //
 // Thread-safety: none; AttributeColumns serialises Append against readers.
 #pragma once
@@ -23,13 +26,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/base/attributes.h"
 #include "core/filter/filter.h"
+#include "core/filter/typed_leaf.h"
 #include "storage/attributes/row_bits.h"
+#include "storage/attributes/value_index.h"
 
 namespace shoal::storage {
 
 class FieldColumn {
  public:
-  FieldColumn() = default;
+  // `indexed`: keep value indexes for its ints and strings.
+  explicit FieldColumn(bool indexed) : int_index_(indexed), string_index_(indexed) {}
   FieldColumn(const FieldColumn&) = delete;
   FieldColumn& operator=(const FieldColumn&) = delete;
   FieldColumn(FieldColumn&&) = default;
@@ -41,6 +47,9 @@ class FieldColumn {
   // Sets in `out` the rows below out->rows whose value satisfies `leaf` (a kCompare, kIn or
   // kNotIn leaf on this key), or (kExists) that have a value.
   void Eval(const core::filter::Expr& leaf, RowBits* out) const;
+
+  // The rows are final: indexes are decided on every value and trimmed.
+  void Seal();
 
   uint64_t memory_bytes() const;
 
@@ -56,6 +65,11 @@ class FieldColumn {
     uint64_t memory_bytes() const;
   };
 
+  // Eval's index paths: set the leaf's int (string) rows from the index and answer true, or
+  // answer false, having set nothing, when scanning the first `n` values costs less.
+  bool OrIntsFromIndex(const core::filter::IntLeaf& leaf, size_t n, RowBits* out) const;
+  bool OrStringsFromIndex(const std::vector<uint8_t>& table, size_t n, RowBits* out) const;
+
   Entries<int64_t> ints_;
   Entries<double> doubles_;
   Entries<uint8_t> bools_;
@@ -64,6 +78,8 @@ class FieldColumn {
   absl::flat_hash_map<std::string_view, uint32_t> code_of_;  // views into dictionary_
   Entries<core::AttributeList> lists_;
   uint64_t list_heap_bytes_ = 0;
+  ValueIndex<int64_t> int_index_;
+  ValueIndex<uint32_t> string_index_;  // by code
 };
 
 }  // namespace shoal::storage

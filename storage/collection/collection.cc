@@ -26,7 +26,7 @@ Collection::Collection(FileSystem* fs, std::string dir, CollectionManifest manif
       dim_(manifest.dim),
       metric_(manifest.metric) {
   auto state = std::make_shared<ReadState>();
-  state->active = std::make_shared<Memtable>(dim_);
+  state->active = std::make_shared<Memtable>(dim_, options_.max_indexed_fields);
   state_ = std::move(state);
   seq_ = manifest.write_seq;
   wal_seq_ = manifest.first_wal_seq;
@@ -127,9 +127,9 @@ absl::Status Collection::OpenSegments() {
   }
   auto state = std::make_shared<ReadState>(*this->state());
   for (const SegmentEntry& e : manifest->segments) {
-    SHOAL_ASSIGN_OR_RETURN(
-        std::shared_ptr<Segment> segment,
-        Segment::Open(fs_, SegmentDir(dir_, e.id), e.id, options_.scheduler, options_.cache));
+    SHOAL_ASSIGN_OR_RETURN(std::shared_ptr<Segment> segment,
+                           Segment::Open(fs_, SegmentDir(dir_, e.id), e.id, options_.scheduler,
+                                         options_.cache, options_.max_indexed_fields));
     state->segments.push_back(std::move(segment));
     state->segment_seqs.push_back(e.seq);
   }

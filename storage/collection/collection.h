@@ -76,6 +76,8 @@ struct CollectionOptions {
   PartitionCache* cache = nullptr;
   // Extra memory of one build, flush or merge (`build.memory_bytes`, segment_builder.h).
   uint64_t build_memory_bytes = 256ull << 20;
+  // Attribute fields with value indexes, per segment and memtable (`filter.max_indexed_fields`).
+  uint32_t max_indexed_fields = AttributeColumns::kDefaultMaxIndexedFields;
 };
 
 struct CollectionStats {

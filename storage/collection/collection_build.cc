@@ -111,7 +111,7 @@ absl::StatusOr<Collection::Cut> Collection::FreezeMemtable() {
   wal_seq_ = cut.new_wal_seq;
   auto frozen = std::make_shared<ReadState>(*state());
   frozen->frozen.push_back(frozen->active);
-  frozen->active = std::make_shared<Memtable>(dim_);
+  frozen->active = std::make_shared<Memtable>(dim_, options_.max_indexed_fields);
   SetState(std::move(frozen));
   return cut;
 }
@@ -189,7 +189,8 @@ absl::StatusOr<std::shared_ptr<Segment>> Collection::WriteAndOpenSegment(
     (void)fs_->RemoveAll(dir);
     return IoFailure(absl::StrCat("writing segment ", dir), written);
   }
-  auto segment = Segment::Open(fs_, dir, id, options_.scheduler, options_.cache);
+  auto segment =
+      Segment::Open(fs_, dir, id, options_.scheduler, options_.cache, options_.max_indexed_fields);
   if (!segment.ok()) (void)fs_->RemoveAll(dir);
   return segment;
 }

@@ -27,7 +27,8 @@ size_t RowsPerChunk(uint32_t dim) {
 }
 }  // namespace
 
-Memtable::Memtable(uint32_t dim) : dim_(dim), rows_per_chunk_(RowsPerChunk(dim)) {}
+Memtable::Memtable(uint32_t dim, uint32_t max_indexed_fields)
+    : dim_(dim), rows_per_chunk_(RowsPerChunk(dim)), columns_(max_indexed_fields) {}
 Memtable::~Memtable() = default;
 
 void Memtable::Upsert(const PointRecord& point) {

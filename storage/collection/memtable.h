@@ -37,7 +37,9 @@ struct StoredPoint {
 
 class Memtable {
  public:
-  explicit Memtable(uint32_t dim);
+  // `max_indexed_fields`: the attribute fields that get value indexes (AttributeColumns).
+  explicit Memtable(uint32_t dim,
+                    uint32_t max_indexed_fields = AttributeColumns::kDefaultMaxIndexedFields);
   ~Memtable();
 
   Memtable(const Memtable&) = delete;

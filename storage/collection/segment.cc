@@ -51,13 +51,14 @@ PartitionBytes Holdable(ReadResult read) {
 }
 
 Segment::Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
-                 PartitionCache* cache)
+                 PartitionCache* cache, uint32_t max_indexed_fields)
     : dir_(std::move(dir)),
       id_(id),
       meta_(std::move(meta)),
       model_(std::make_shared<const core::IvfModel>(meta_.model)),
       scheduler_(scheduler),
       cache_(cache),
+      columns_(max_indexed_fields),
       cache_id_(g_next_cache_id.fetch_add(1)) {}
 
 Segment::~Segment() {
@@ -67,7 +68,8 @@ Segment::~Segment() {
 
 absl::StatusOr<std::shared_ptr<Segment>> Segment::Open(FileSystem* fs, const std::string& dir,
                                                        uint64_t id, IoScheduler* scheduler,
-                                                       PartitionCache* cache) {
+                                                       PartitionCache* cache,
+                                                       uint32_t max_indexed_fields) {
   const std::string meta_path = JoinPath(dir, "ivf.meta");
   SHOAL_ASSIGN_OR_RETURN(std::string meta_bytes, ReadFileToString(fs, meta_path));
   auto meta = DecodeIvfMeta(meta_bytes);
@@ -75,7 +77,8 @@ absl::StatusOr<std::shared_ptr<Segment>> Segment::Open(FileSystem* fs, const std
     // The decoder knows only "ivf.meta": name the file, so an operator knows which segment.
     return absl::Status(meta.status().code(), absl::StrCat(dir, "/", meta.status().message()));
   }
-  std::shared_ptr<Segment> s(new Segment(dir, id, *std::move(meta), scheduler, cache));
+  std::shared_ptr<Segment> s(
+      new Segment(dir, id, *std::move(meta), scheduler, cache, max_indexed_fields));
   SHOAL_RETURN_IF_ERROR(s->LoadIndex(fs));
   s->disk_bytes_ += meta_bytes.size();
   return s;
@@ -149,6 +152,7 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
     }
     columns_.Append(id, *decoded);
   }
+  columns_.Seal();
   return absl::OkStatus();
 }
 

@@ -58,10 +58,12 @@ PartitionBytes Holdable(ReadResult read);
 
 class Segment final : public core::PartitionSource, public std::enable_shared_from_this<Segment> {
  public:
-  // REQUIRES: scheduler and cache outlive the Segment.
-  static absl::StatusOr<std::shared_ptr<Segment>> Open(FileSystem* fs, const std::string& dir,
-                                                       uint64_t id, IoScheduler* scheduler,
-                                                       PartitionCache* cache);
+  // REQUIRES: scheduler and cache outlive the Segment. `max_indexed_fields`: the attribute
+  // fields that get value indexes (AttributeColumns).
+  static absl::StatusOr<std::shared_ptr<Segment>> Open(
+      FileSystem* fs, const std::string& dir, uint64_t id, IoScheduler* scheduler,
+      PartitionCache* cache,
+      uint32_t max_indexed_fields = AttributeColumns::kDefaultMaxIndexedFields);
   ~Segment() override;
 
   uint64_t id() const { return id_; }
@@ -110,8 +112,8 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   };
   using PartitionRead = absl::AnyInvocable<void(absl::StatusOr<ReadResult>) &&>;
 
-  Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler,
-          PartitionCache* cache);
+  Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler, PartitionCache* cache,
+          uint32_t max_indexed_fields);
   absl::Status LoadIndex(FileSystem* fs);
   // Fetch(), after `attempt` shared loads failed because the query that started them stopped.
   void FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt);

@@ -63,8 +63,8 @@ void ExpectSameExactAnswers(const std::vector<core::QueryResult>& read,
 
 class FilterCacheTest : public ::testing::Test {
  protected:
-  // A built IVF_FLAT collection whose segments use `cache`.
-  std::unique_ptr<Collection> Build(PartitionCache* cache) {
+  // A built IVF_FLAT collection whose segments use `cache`, in `name`.
+  std::unique_ptr<Collection> Build(PartitionCache* cache, const std::string& name = "c") {
     auto scheduler = testing::BufferedPreadScheduler();
     EXPECT_TRUE(scheduler.ok()) << scheduler.status();
     io_ = *std::move(scheduler);
@@ -73,10 +73,7 @@ class FilterCacheTest : public ::testing::Test {
     m.dim = kDim;
     m.index.type = core::IndexType::kIvfFlat;
     m.index.nlist = 8;
-    CollectionOptions options;
-    options.scheduler = io_.get();
-    options.cache = cache;
-    auto c = Collection::Create(DefaultFileSystem(), dir_.Sub("c"), m, options);
+    auto c = Collection::Create(DefaultFileSystem(), dir_.Sub(name), m, Options(cache));
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return nullptr;
     EXPECT_TRUE(UpsertAndWait(**c, Points()).ok());
@@ -84,6 +81,14 @@ class FilterCacheTest : public ::testing::Test {
     EXPECT_TRUE(built.ok()) << built.status();
     EXPECT_EQ((*c)->SearchView().segments.size(), 1u);
     return *std::move(c);
+  }
+
+  CollectionOptions Options(PartitionCache* cache) const {
+    CollectionOptions options;
+    options.scheduler = io_.get();
+    options.cache = cache;
+    options.max_indexed_fields = max_indexed_fields_;
+    return options;
   }
 
   static std::shared_ptr<const core::RowSelection> Selection(const Collection& c,
@@ -147,6 +152,7 @@ class FilterCacheTest : public ::testing::Test {
     return got.ok() ? *got : std::vector<core::QueryResult>{};
   }
 
+  uint32_t max_indexed_fields_ = AttributeColumns::kDefaultMaxIndexedFields;
   core::TbbExecutor cpu_{1};
   std::unique_ptr<IoScheduler> io_;
   testing::TempDir dir_;
@@ -276,6 +282,29 @@ TEST_F(FilterCacheTest, WithoutABudgetEverySearchEvaluatesTheFilterToTheSameRows
   ASSERT_TRUE(DeleteAndWait(*c, {2}).ok());
   EXPECT_EQ(SortedIds(*Selection(*c, f)), IdsWithAUnder(3, {2}));
   EXPECT_EQ(cache.selections().stats().used_bytes, 0u);
+}
+
+// filter.max_indexed_fields reaches the segments, as built and as reopened: with value indexes
+// the attributes take more memory and select the same rows.
+TEST_F(FilterCacheTest, ValueIndexesFollowMaxIndexedFieldsAndSelectTheSameRows) {
+  PartitionCache cache(64 << 20);  // no filter cache: every Selection evaluates
+  max_indexed_fields_ = 0;
+  auto scanned = Build(&cache, "scanned");
+  max_indexed_fields_ = AttributeColumns::kDefaultMaxIndexedFields;
+  auto indexed = Build(&cache, "indexed");
+  ASSERT_NE(scanned, nullptr);
+  ASSERT_NE(indexed, nullptr);
+  const uint64_t scanned_bytes = scanned->Stats().attribute_memory_bytes;
+  EXPECT_GT(indexed->Stats().attribute_memory_bytes, scanned_bytes);
+  indexed.reset();
+  auto reopened = Collection::Open(DefaultFileSystem(), dir_.Sub("indexed"), Options(&cache));
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_GT((*reopened)->Stats().attribute_memory_bytes, scanned_bytes);
+  for (const char* text : {"a = 7", "a in [1, 2, 50]", "a < 3", "a != 4"}) {
+    const core::filter::Filter f = Parse(text);
+    EXPECT_EQ(SortedIds(*Selection(**reopened, f)), SortedIds(*Selection(*scanned, f))) << text;
+  }
+  EXPECT_EQ(SortedIds(*Selection(**reopened, Parse("a = 7"))).size(), kRows / 100);
 }
 
 }  // namespace

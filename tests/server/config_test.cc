@@ -24,6 +24,7 @@ TEST(Config, DefaultsAreDocumented) {
   EXPECT_EQ(c->config.http_addr, "127.0.0.1:7701");
   EXPECT_GE(c->config.EffectiveCpuThreads(), 1);
   EXPECT_EQ(c->config.build_memory_bytes, 256 << 20);
+  EXPECT_EQ(c->config.filter_max_indexed_fields, 64);
   const std::string printed = PrintConfig(c->config);
   EXPECT_THAT(printed, ::testing::HasSubstr("grpc_addr: \"127.0.0.1:7700\""));
   EXPECT_THAT(printed, ::testing::HasSubstr("threads: 0"));
@@ -62,6 +63,14 @@ TEST(Config, BadValuesNameTheField) {
   c = Load({"--build-memory-bytes", "1000"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("build.memory_bytes"));
+  c = Load({"--filter-max-indexed-fields", "-1"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("filter.max_indexed_fields"));
+  setenv("SHOAL_FILTER_MAX_INDEXED_FIELDS", "0", 1);
+  c = Load({});
+  unsetenv("SHOAL_FILTER_MAX_INDEXED_FIELDS");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.filter_max_indexed_fields, 0);
   c = Load({"--max-queries-per-scan", "4097"});
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()),

@@ -1,0 +1,69 @@
+// ValueIndex: for one kind of one attribute field (its int64 values, or its strings' dictionary
+// codes), the rows that hold each distinct value, as a compressed bitmap per value (CRoaring),
+// so that an equality, `in` or narrow-range leaf costs about its matches rather than a pass
+// over the field's column. FieldColumn (field_column.h) asks it first and falls back to the
+// column scan when the index would cost more (it counts the matches before it sets a bit).
+//
+// An index pays only where values repeat: a unique key's bitmaps would cost ~100 bytes a row
+// against its column's 8. So while rows are added (in ascending row order: each add appends to
+// its bitmap's last container) it drops itself once it holds more than max(kDistinctFloor,
+// entries / kRowsPerValue) values; Seal() (the rows are final: a segment's once opened) builds
+// it again from the column if the final values meet that bound after all, and trims it.
+//
+// Memory: per value ~100 bytes of bookkeeping plus its bitmap — 2 bytes a row in a sparse
+// container, 8 KiB per 64 Ki rows in a dense one, less in runs. memory_bytes() estimates it.
+//
+// Thread-safety: none; AttributeColumns serialises Add and Seal against readers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "roaring/roaring.hh"
+#include "storage/attributes/row_bits.h"
+
+namespace shoal::storage {
+
+template <typename Key>
+class ValueIndex {
+ public:
+  static constexpr uint64_t kDistinctFloor = 4096;
+  static constexpr uint64_t kRowsPerValue = 16;
+
+  // Enabled: it indexes the values added. A disabled index never indexes again (Seal aside).
+  explicit ValueIndex(bool enabled) : enabled_(enabled), wanted_(enabled) {}
+
+  bool enabled() const { return enabled_; }
+  // REQUIRES: `row` above every row added before.
+  void Add(Key value, uint32_t row);
+  // The rows are final: `values` are the column's (entry i is row rows[i], or row i when `rows`
+  // is empty). Re-indexes them if this index dropped itself but they meet the bound now.
+  void Seal(const std::vector<Key>& values, const std::vector<uint32_t>& rows);
+
+  // The bitmap of `value`'s rows, or null when no row holds it. REQUIRES: enabled().
+  const Roaring* Find(Key value) const;
+  // Appends the bitmaps of the values in [lo, hi] to *out, in value order; false when there are
+  // more than `max_values` of them (*out then holds some). REQUIRES: enabled().
+  bool Collect(Key lo, Key hi, size_t max_values, std::vector<const Roaring*>* out) const;
+
+  uint64_t memory_bytes() const;
+
+ private:
+  bool OverBound() const;
+
+  bool enabled_;
+  bool wanted_;  // the field may be indexed at all (filter.max_indexed_fields)
+  uint64_t entries_ = 0;
+  absl::btree_map<Key, Roaring> rows_of_;
+};
+
+// How many of `bitmap`'s rows are below `n`.
+uint64_t CountBelow(const Roaring& bitmap, uint64_t n);
+// Sets in `out` the rows of `bitmap` below out->rows.
+void OrRows(const Roaring& bitmap, RowBits* out);
+
+extern template class ValueIndex<int64_t>;
+extern template class ValueIndex<uint32_t>;
+
+}  // namespace shoal::storage
