@@ -50,6 +50,7 @@ struct Options {
   double operating_recall = 0.95;
   size_t batch = 10, clients = 2;
   int reps = 3;
+  double min_seconds = 0.5;  // each measured run, at least (its requests again and again)
   size_t cold_queries = 5;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   bool quiet_check = false;
@@ -67,6 +68,8 @@ struct Answers {
   std::vector<QueryStats> stats;
   std::vector<size_t> hits;
   double seconds = 0;
+  uint64_t queries = 0;  // answered in `seconds`: the requests' first pass and any repeats
+  double qps() const { return seconds > 0 ? double(queries) / seconds : 0; }
 };
 
 // Requests: runs of queries with the same filter group, at most `batch` each.
@@ -83,23 +86,34 @@ std::vector<std::vector<size_t>> Requests(const FilterCase& c, size_t batch) {
   return out;
 }
 
-// Runs `requests` from `clients` closed-loop threads; `run(request, worker)` answers one.
+// Runs `requests` from `clients` closed-loop threads, round and round until each ran once and
+// `min_seconds` passed (a pass of a few dozen requests takes milliseconds: too short to time);
+// `run(request, first)` answers one, `first` on its first run (the answers to keep). Sets
+// a->seconds and a->queries.
 template <typename Run>
 absl::Status RunClosedLoop(const std::vector<std::vector<size_t>>& requests, size_t clients,
-                           double* seconds, Run run) {
+                           double min_seconds, Answers* a, Run run) {
+  if (requests.empty()) return absl::OkStatus();
   std::atomic<size_t> next{0};
+  std::atomic<uint64_t> answered{0};
   std::vector<absl::Status> errors(clients);
   const Clock::time_point start = Clock::now();
+  const Clock::time_point until = start + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(min_seconds));
   std::vector<std::thread> threads;
   for (size_t t = 0; t < clients; ++t) {
     threads.emplace_back([&, t] {
-      for (size_t r = next++; r < requests.size() && errors[t].ok(); r = next++) {
-        errors[t] = run(requests[r], t);
+      for (size_t i = next++; i < requests.size() || Clock::now() < until; i = next++) {
+        const std::vector<size_t>& r = requests[i % requests.size()];
+        errors[t] = run(r, i < requests.size());
+        if (!errors[t].ok()) return;
+        answered += r.size();
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  *seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  a->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  a->queries = answered.load();
   for (const absl::Status& s : errors) {
     if (!s.ok()) return s;
   }
@@ -119,15 +133,15 @@ absl::StatusOr<Answers> RunShoal(ShoalTarget& shoal, const Dataset& d, const Fil
   a.stats.resize(d.nq);
   a.hits.assign(d.nq, 0);
   const auto requests = Requests(c, o.batch);
-  absl::Status s =
-      RunClosedLoop(requests, o.clients, &a.seconds, [&](const std::vector<size_t>& r, size_t) {
+  absl::Status s = RunClosedLoop(
+      requests, o.clients, o.min_seconds, &a, [&](const std::vector<size_t>& r, bool first) {
         const std::vector<float> x = Gather(d, r);
         std::vector<int64_t> ids(r.size() * o.k);
         std::vector<QueryStats> stats(r.size());
         std::vector<size_t> hits(r.size());
         absl::Status st = shoal.SearchFiltered(x.data(), r.size(), o.k, c.filter[c.group_of[r[0]]],
                                                ids.data(), stats.data(), hits.data());
-        for (size_t i = 0; i < r.size(); ++i) {
+        for (size_t i = 0; i < r.size() && first; ++i) {
           std::copy(ids.begin() + long(i * o.k), ids.begin() + long((i + 1) * o.k),
                     a.ids.begin() + long(r[i] * o.k));
           a.stats[r[i]] = stats[i];
@@ -157,8 +171,8 @@ absl::StatusOr<Answers> RunFaiss(Faiss& f, const Dataset& d, const FilterCase& c
   const bool unfiltered = c.regime == "none";
   const int per_client = std::max<int>(1, o.threads / int(o.clients));
   const auto requests = Requests(c, o.batch);
-  absl::Status s =
-      RunClosedLoop(requests, o.clients, &a.seconds, [&](const std::vector<size_t>& r, size_t) {
+  absl::Status s = RunClosedLoop(
+      requests, o.clients, o.min_seconds, &a, [&](const std::vector<size_t>& r, bool first) {
         omp_set_num_threads(per_client);
         const std::vector<float> x = Gather(d, r);
         std::vector<float> dist(r.size() * o.k);
@@ -172,7 +186,7 @@ absl::StatusOr<Answers> RunFaiss(Faiss& f, const Dataset& d, const FilterCase& c
         } catch (const std::exception& e) {
           return absl::InternalError(absl::StrCat("faiss search: ", e.what()));
         }
-        for (size_t i = 0; i < r.size(); ++i) {
+        for (size_t i = 0; i < r.size() && first; ++i) {
           for (uint32_t j = 0; j < o.k; ++j) {
             a.ids[r[i] * o.k + j] = ids[i * o.k + j];
             a.hits[r[i]] += ids[i * o.k + j] >= 0;
@@ -330,8 +344,8 @@ int Run(const Options& o) {
                      b.status().ToString().c_str());
         return 1;
       }
-      row.shoal_qps.push_back(double(d.nq) / a->seconds);
-      row.faiss_qps.push_back(double(d.nq) / b->seconds);
+      row.shoal_qps.push_back(a->qps());
+      row.faiss_qps.push_back(b->qps());
       if (c.filter.size() > 1) {
         auto shaped = RunShoal(shoal, d, UnfilteredAs(none, c), o);
         if (!shaped.ok()) {
@@ -339,14 +353,16 @@ int Run(const Options& o) {
                        shaped.status().ToString().c_str());
           return 1;
         }
-        row.shaped_qps.push_back(double(d.nq) / shaped->seconds);
+        row.shaped_qps.push_back(shaped->qps());
       }
-      if (rep > 0) continue;
-      row.shoal_recall = MeanRecall(d, c, truth[i], *a);
-      row.faiss_recall = MeanRecall(d, c, truth[i], *b);
-      row.shoal_short = Short(c, *a, o.k);
-      row.faiss_short = Short(c, *b, o.k);
-      for (const QueryStats& s : a->stats) {
+      if (rep == 0) {
+        row.shoal_recall = MeanRecall(d, c, truth[i], *a);
+        row.faiss_recall = MeanRecall(d, c, truth[i], *b);
+        row.shoal_short = Short(c, *a, o.k);
+        row.faiss_short = Short(c, *b, o.k);
+      }
+      if (rep + 1 < o.reps) continue;
+      for (const QueryStats& s : a->stats) {  // the last run's: warm
         row.bytes_per_query += double(s.bytes_read) / double(d.nq);
         row.matching_scanned += double(s.matching_rows_scanned) / double(d.nq);
         ++row.plans[s.plan];
@@ -386,14 +402,16 @@ int Run(const Options& o) {
   std::string md = absl::StrFormat(
       "# Filtered search: %s (%zu x %u), shoal:%s nlist %u (nprobe %u) vs FAISS IVFFlat + "
       "IDSelectorBitmap (nprobe %u)\n\n%zu queries, k = %u, batches of up to %zu sharing a filter, "
-      "%zu clients, median of %d interleaved runs; FAISS on %d threads. bytes/q: read by Shoal "
-      "per query in those runs (warm partition cache); cold bytes/q: one query alone after a "
+      "%zu clients, median of %d interleaved runs of at least %.1f s each; FAISS on %d threads. "
+      "bytes/q: "
+      "read by Shoal per query in the last run's first pass (warm partition cache); cold bytes/q: "
+      "one query alone after a "
       "restart with its files' page cache dropped, mean of %zu per case. x same requests: "
       "against the unfiltered search sent in the case's requests (a filter per query makes "
       "requests of one to a few queries; the other cases' requests are the unfiltered "
       "ones).\n\n",
       d.name, d.n, d.dim, o.index, o.nlist, shoal_nprobe, faiss_nprobe, d.nq, o.k, o.batch,
-      o.clients, o.reps, o.threads, cold_queries);
+      o.clients, o.reps, o.min_seconds, o.threads, cold_queries);
   absl::StrAppend(&md,
                   "| regime | filter | selectivity | plan | recall | QPS | x unfiltered | "
                   "x same requests | bytes/q | cold bytes/q | x unfiltered cold | "
@@ -464,6 +482,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "queries per request at most (same filter)");
   app.add_option("--clients", o.clients, "closed-loop client threads");
   app.add_option("--reps", o.reps, "interleaved repetitions (median)");
+  app.add_option("--min-seconds", o.min_seconds,
+                 "each measured run, at least: its requests again and again")
+      ->check(CLI::Range(0.0, 600.0));
   app.add_option("--cold-queries", o.cold_queries,
                  "queries per case measured cold, each after a restart (0: none)");
   app.add_option("--threads", o.threads, "FAISS and ground-truth threads");
