@@ -96,6 +96,61 @@ bool PrefersExactMatches(const IvfSegmentRef& seg, uint64_t matches, size_t npro
   return double(matches) * double(dim) * sizeof(float) <= walked_rows * bytes_per_row;
 }
 
+// The partitions of `seg` holding a selected row, ascending, when they are at most a quarter of
+// its partitions (a filter whose matches cluster: a region, a tenant of similar items); else
+// empty.
+std::vector<uint32_t> ConcentratedMatches(const IvfSegmentRef& seg) {
+  const RowSelection* select = seg.selection.get();
+  const size_t nlist = seg.partition_rows.size();
+  std::vector<uint32_t> matching;
+  if (!select || seg.model->exact) return matching;
+  for (uint32_t p = 0; p < nlist && p < select->partitions(); ++p) {
+    if (select->matches_in(p) == 0) continue;
+    if (4 * (matching.size() + 1) > nlist) return {};
+    matching.push_back(p);
+  }
+  return matching;
+}
+
+// Routes the queries over just the partitions in `matching` (their probes name the segment's
+// partitions): the order a full route gives those partitions, so a walk, which passes over
+// partitions without a selected row, takes the same ones, for |matching| centroids' work
+// rather than nlist's. May throw bad_alloc (Plan's caller catches it).
+void RouteOverMatching(const IvfModel& model, const std::vector<uint32_t>& matching,
+                       const float* queries, size_t nq, std::vector<Probe>* probes) {
+  IvfModel sub;
+  sub.dim = model.dim;
+  sub.metric = model.metric;
+  sub.centroids.resize(matching.size() * model.dim);
+  for (size_t i = 0; i < matching.size(); ++i) {
+    std::copy_n(model.centroid(matching[i]), model.dim, sub.centroids.data() + i * model.dim);
+  }
+  RouteQueries(sub, queries, nq, matching.size(), probes);
+  for (Probe& p : *probes) p.partition = matching[p.partition];
+}
+
+double BytesPerRow(const IvfSegmentRef& seg) {
+  uint64_t rows = 0, bytes = 0;
+  for (size_t p = 0; p < seg.partition_rows.size(); ++p) {
+    rows += seg.partition_rows[p];
+    bytes += seg.partition_bytes[p];
+  }
+  return rows == 0 ? 0 : double(bytes) / double(rows);
+}
+
+// Whether the exact_matches plan, chosen at the segment's density, may still cost more than a
+// query's walk: it does when the matches' vectors outweigh the query's nprobe nearest
+// partitions, and a filter correlated with the query finds its matches there (its nearest
+// partitions are full of them; the density says they are spread over the whole segment). Such
+// a segment's queries are routed, and each takes the cheaper plan on its own route.
+bool ExactMayLoseToAWalk(const IvfSegmentRef& seg, uint64_t matches, size_t nprobe, uint32_t dim) {
+  if (seg.model->exact) return false;
+  const uint64_t rows = SegmentRows(seg);
+  const size_t nlist = std::max<size_t>(1, seg.partition_rows.size());
+  const double probed_bytes = double(rows * nprobe) / double(nlist) * BytesPerRow(seg);
+  return double(matches) * double(dim) * sizeof(float) > probed_bytes;
+}
+
 // How far to route a filtered query first: its nprobe, a few more, and about as many
 // partitions as hold `enough` selected rows at the segment's density (twice that, for the
 // spread between partitions), so that few queries run out and are routed over every partition.
@@ -152,10 +207,11 @@ struct RouteWalk {
 // matches), else the fraction itself (the strays of an anti-correlated filter).
 double ProbeCredit(double share) { return share >= 0.75 ? 1.0 : share; }
 
-// Walks `route` (`len` probes) for walk->query, adding its work items; a partition the query
-// already took (an earlier, shorter route) counts again but is not added twice.
-void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWalk* walk,
-               std::vector<int64_t>* work_of, std::vector<Work>* work) {
+// Walks `route` (`len` probes) for walk->query, calling take(p, rank) for each partition it
+// takes, nearest first, until it has nprobe and enough selected rows.
+template <typename Take>
+void WalkRouteWith(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWalk* walk,
+                   Take take) {
   const RowSelection* select = seg.selection.get();
   for (uint32_t rank = 0; rank < len; ++rank) {
     if (walk->taken >= double(walk->nprobe) && walk->matched >= walk->enough) {
@@ -174,8 +230,19 @@ void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWa
                                         (double(seg.partition_rows[p]) * walk->density))
                           : 1.0;
     if (select) walk->matched += select->matches_in(p);
+    take(p, rank);
+  }
+  walk->done = walk->taken >= double(walk->nprobe) && walk->matched >= walk->enough;
+}
+
+// WalkRouteWith, adding the walk's work items; a partition the query already took (an earlier,
+// shorter route) counts again but is not added twice.
+void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWalk* walk,
+               std::vector<int64_t>* work_of, std::vector<Work>* work) {
+  const RowSelection* select = seg.selection.get();
+  WalkRouteWith(seg, route, len, walk, [&](uint32_t p, uint32_t rank) {
     int64_t& index = (*work_of)[p];
-    if (index >= 0 && (*work)[size_t(index)].queries.back() == walk->query) continue;
+    if (index >= 0 && (*work)[size_t(index)].queries.back() == walk->query) return;
     if (index < 0) {
       index = int64_t(work->size());
       Work w;
@@ -190,8 +257,17 @@ void WalkRoute(const IvfSegmentRef& seg, const Probe* route, size_t len, RouteWa
     w.rank = std::min(w.rank, rank);
     w.queries.push_back(walk->query);
     w.coarse_keys.push_back(route[rank].key);
-  }
-  walk->done = walk->taken >= double(walk->nprobe) && walk->matched >= walk->enough;
+  });
+}
+
+// The bytes a walk of `route` would read, or nullopt when the route runs out first.
+std::optional<double> WalkedBytes(const IvfSegmentRef& seg, const Probe* route, size_t len,
+                                  RouteWalk walk) {
+  double bytes = 0;
+  WalkRouteWith(seg, route, len, &walk,
+                [&](uint32_t p, uint32_t) { bytes += double(seg.partition_bytes[p]); });
+  if (!walk.done) return std::nullopt;
+  return bytes;
 }
 
 struct ReadyItem {
@@ -288,7 +364,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     std::vector<uint32_t> skipped(nq, 0);
     std::vector<bool> widened(nq, false);
     uint64_t rows_matched = req_.memtable_selection ? req_.memtable_selection->matches() : 0;
-    bool walked = false;  // filtered: some segment's partitions were walked
+    std::vector<bool> walked(nq, false);  // filtered: a segment's partitions were walked
+    std::vector<uint32_t> all(nq);
+    for (uint32_t q = 0; q < nq; ++q) all[q] = q;
     std::vector<Work> listed_work;
     std::vector<Work> in_place;  // listed work over vectors kept with the selection: no read
     if (nq > 0) {
@@ -308,21 +386,38 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       if (select) rows_matched += select->matches();
       const uint64_t per_k = uint64_t(req_.options.filter_rows_per_k) * req_.k;
       const uint64_t budget = select ? std::min<uint64_t>(select->matches(), per_k) : 0;
+      std::vector<Work>* listed_dest =
+          select && select->listed_vectors() ? &in_place : &listed_work;
+      // A selection whose matches cluster in a few partitions is routed over those alone.
+      const std::vector<uint32_t> matching = ConcentratedMatches(seg);
+      // exact_matches for some queries (of a clustered selection, whose walks near the query
+      // may be short): those whose own walk would read more than the matches.
+      double exact_bytes = -1;
       if (select && select->listed() &&
           PrefersExactMatches(seg, select->matches(), nprobe, per_k, uint32_t(dim))) {
-        AddListedWork(s, *select, select->listed_vectors() ? &in_place : &listed_work);
-        prepared_.push_back(nullptr);  // nothing of this segment is scanned from its codes
-        continue;
+        if (matching.empty() ||
+            !ExactMayLoseToAWalk(seg, select->matches(), nprobe, uint32_t(dim))) {
+          AddListedWork(s, *select, all, listed_dest);
+          prepared_.push_back(nullptr);  // nothing of this segment is scanned from its codes
+          continue;
+        }
+        exact_bytes = double(select->matches()) * double(dim) * sizeof(float);
       }
-      walked = walked || select != nullptr;
+      std::vector<uint32_t> exact_queries;
       std::vector<int64_t> work_of(nlist, -1);
       const uint64_t seg_rows = SegmentRows(seg);
       const double density =
           select && seg_rows > 0 ? double(select->matches()) / double(seg_rows) : 1.0;
-      const size_t depth = select ? FilteredRouteDepth(seg, nprobe, budget, density) : nprobe;
+      const size_t depth = !matching.empty() ? matching.size()
+                           : select          ? FilteredRouteDepth(seg, nprobe, budget, density)
+                                             : nprobe;
       // Batched coarse search (one sgemm per block of queries); may throw bad_alloc, which
       // Route's Catching turns into the request's status.
-      RouteQueries(model, req_.queries.data(), nq, depth, &probes);
+      if (!matching.empty()) {
+        RouteOverMatching(model, matching, req_.queries.data(), nq, &probes);
+      } else {
+        RouteQueries(model, req_.queries.data(), nq, depth, &probes);
+      }
       for (uint32_t q = 0; q < nq; ++q) {
         const Probe* route = probes.data() + size_t(q) * depth;
         // Never more selected rows than the unfiltered search would scan (a broad filter keeps
@@ -332,8 +427,21 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
                               std::min(budget, UnfilteredRows(seg, route, depth, nprobe)))
                    : 0;
         RouteWalk walk{s, q, nprobe, enough, density};
+        if (exact_bytes >= 0) {
+          const std::optional<double> walk_bytes = WalkedBytes(seg, route, depth, walk);
+          // Half the bytes at most: a walk also pays its route and a task per partition, where
+          // the matches are scored in a few runs (in place, once kept with the selection).
+          if (!walk_bytes || 2 * *walk_bytes > exact_bytes) {
+            exact_queries.push_back(q);
+            continue;
+          }
+        }
+        if (select) walked[q] = true;
         WalkRoute(seg, route, depth, &walk, &work_of, &work);
-        if (select && !walk.done && depth < nlist) {
+        if (!matching.empty()) {
+          walk.skipped += uint32_t(nlist - matching.size());  // none of those was routed to
+          walk.widened = true;
+        } else if (select && !walk.done && depth < nlist) {
           std::vector<Probe> every;
           RouteQueries(model, req_.queries.data() + size_t(q) * dim, 1, nlist, &every);
           walk.taken = 0;
@@ -344,6 +452,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
         skipped[q] += walk.skipped;
         widened[q] = widened[q] || walk.widened;
       }
+      if (!exact_queries.empty()) AddListedWork(s, *select, exact_queries, listed_dest);
       prepared_.push_back(std::make_unique<PreparedQueries>(model, req_.queries.data(), nq));
     }
     for (Work& w : work) {
@@ -361,8 +470,6 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     // Memtable ranges and listed rows scored in place go first in work_ and are ready at once;
     // segment work follows, fetched in plan order from next_fetch_.
     std::vector<Work> memtable_work = std::move(in_place);
-    std::vector<uint32_t> all(nq);
-    for (uint32_t q = 0; q < nq; ++q) all[q] = q;
     if (req_.memtable.dim == dim && nq > 0) {
       const RowSelection* select = req_.memtable_selection.get();
       for (uint32_t b = 0; b < req_.memtable.blocks.size(); ++b) {
@@ -384,7 +491,7 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
     absl::MutexLock lock(&mu_);
     if (req_.filtered) {
       for (uint32_t q = 0; q < nq; ++q) {
-        stats_[q].plan = !walked      ? FilterPlan::kExactMatches
+        stats_[q].plan = !walked[q]   ? FilterPlan::kExactMatches
                          : widened[q] ? FilterPlan::kSelectiveIvf
                                       : FilterPlan::kIvfBitmap;
         stats_[q].rows_matched = rows_matched;
@@ -400,10 +507,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
   }
 
   // The exact_matches plan for segment `s`: its selected rows, in runs of kListedRowsPerWork,
-  // each read (full precision) and scored exactly for every query.
-  void AddListedWork(uint32_t s, const RowSelection& select, std::vector<Work>* out) {
-    std::vector<uint32_t> all(req_.num_queries);
-    for (uint32_t q = 0; q < all.size(); ++q) all[q] = q;
+  // each read (full precision) and scored exactly for `queries`.
+  void AddListedWork(uint32_t s, const RowSelection& select, const std::vector<uint32_t>& queries,
+                     std::vector<Work>* out) {
     const uint64_t row_bytes = uint64_t(req_.dim) * sizeof(float);
     for (size_t r = 0; r < select.matches(); r += kListedRowsPerWork) {
       Work w;
@@ -414,9 +520,9 @@ class IvfSearchJob : public ScanMember, public std::enable_shared_from_this<IvfS
       w.matching = w.rows;
       // Scored in place: nothing is read or pinned (the selection holds the vectors).
       w.bytes = select.listed_vectors() ? 0 : w.rows * row_bytes;
-      w.queries = all;
+      w.queries = queries;
       if (select.listed_vectors() && flat_prepared_) {
-        w.scan = ScanQueries(*flat_prepared_, all.data(), nullptr, all.size());
+        w.scan = ScanQueries(*flat_prepared_, queries.data(), nullptr, queries.size());
       }
       out->push_back(std::move(w));
     }

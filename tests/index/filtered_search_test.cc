@@ -184,6 +184,52 @@ TEST(FilteredSearch, ListedMatchesPastTheExactLimitWalkThePartitions) {
   }
 }
 
+// Matches that fill a few partitions (a clustered filter) cost more read exactly than a
+// query's walk over its nearest of them: the segment is routed over those partitions alone and
+// each query walks them (selective_ivf), passing over every other partition, where the
+// segment's density alone would have priced every query into exact_matches.
+TEST(FilteredSearch, AClusteredSelectionIsWalkedOverItsOwnPartitionsPerQuery) {
+  Fixture f(VectorEncoding::kFlat);
+  TbbExecutor executor(1);
+  const size_t nq = 4;
+  const auto queries = f.data.Queries(nq, 35);
+  IvfSegmentRef ref = f.source->Ref(f.source);
+  const uint32_t nlist = uint32_t(ref.partition_rows.size()), clustered = nlist / 4;
+  auto select = std::make_shared<RowSelection>(ref.partition_rows);
+  absl::flat_hash_set<uint64_t> selected;
+  std::vector<uint64_t> listed;
+  for (uint32_t p = 0; p < clustered; ++p) {
+    for (uint32_t r = 0; r < f.segment->ids[p].size(); ++r) {
+      select->Select(p, r);
+      selected.insert(f.segment->ids[p][r]);
+      listed.push_back(f.segment->ids[p][r]);
+    }
+  }
+  select->SetListedIds(std::move(listed));
+  const uint64_t matches = select->matches();
+  ASSERT_GT(matches, 200u);  // past 20 * k: priced, not exact_matches outright
+  ref.selection = select;
+  IvfSearchRequest req = Request(f.data, queries, nq, {ref}, /*nprobe=*/1);
+  req.filtered = true;
+  req.memtable_selection = std::make_shared<RowSelection>(std::vector<uint64_t>{});
+  auto results = RunSync(executor, std::move(req));
+  ASSERT_TRUE(results.ok()) << results.status();
+  size_t found = 0;
+  for (size_t q = 0; q < nq; ++q) {
+    const QueryResult& r = (*results)[q];
+    EXPECT_EQ(r.stats.plan, FilterPlan::kSelectiveIvf) << q;
+    EXPECT_EQ(r.stats.partitions_skipped, nlist - clustered) << q;
+    EXPECT_GT(r.stats.partitions_probed, 0u);
+    EXPECT_LT(r.stats.matching_rows_scanned, matches);
+    ASSERT_EQ(r.neighbors.size(), 10u);
+    for (uint64_t id : Ids(r)) EXPECT_TRUE(selected.contains(id)) << id;
+    const std::vector<uint64_t> truth = ExactAmong(f.data, &queries[q * kDim], 10, selected);
+    for (uint64_t id : Ids(r)) found += std::count(truth.begin(), truth.end(), id);
+  }
+  EXPECT_GE(found, nq * 10 / 2);  // a walk, not a guess: most of the exact answer
+  EXPECT_GT(f.source->fetches(), 0u);
+}
+
 TEST(FilteredSearch, ACancelledExactMatchesSearchAnswersCancelled) {
   Fixture f(VectorEncoding::kFlat, Mode::kHeld);
   TbbExecutor executor(1);
