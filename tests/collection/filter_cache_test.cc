@@ -65,9 +65,11 @@ class FilterCacheTest : public ::testing::Test {
  protected:
   // A built IVF_FLAT collection whose segments use `cache`, in `name`.
   std::unique_ptr<Collection> Build(PartitionCache* cache, const std::string& name = "c") {
-    auto scheduler = testing::BufferedPreadScheduler();
-    EXPECT_TRUE(scheduler.ok()) << scheduler.status();
-    io_ = *std::move(scheduler);
+    if (!io_) {  // one scheduler for all the test's collections, outliving each of them
+      auto scheduler = testing::BufferedPreadScheduler();
+      EXPECT_TRUE(scheduler.ok()) << scheduler.status();
+      io_ = *std::move(scheduler);
+    }
     CollectionManifest m;
     m.name = "c";
     m.dim = kDim;
