@@ -72,6 +72,15 @@ uint64_t SegmentRows(const IvfSegmentRef& seg) {
   return rows;
 }
 
+double BytesPerRow(const IvfSegmentRef& seg) {
+  uint64_t rows = 0, bytes = 0;
+  for (size_t p = 0; p < seg.partition_rows.size(); ++p) {
+    rows += seg.partition_rows[p];
+    bytes += seg.partition_bytes[p];
+  }
+  return rows == 0 ? 0 : double(bytes) / double(rows);
+}
+
 // Whether a segment with `matches` selected rows takes the exact_matches plan (reads just
 // those rows' vectors, full precision, in runs) rather than a walk of its partitions. Priced in
 // bytes: the walk reads at least the nprobe nearest partitions, and to scan `budget` selected
@@ -81,13 +90,9 @@ bool PrefersExactMatches(const IvfSegmentRef& seg, uint64_t matches, size_t npro
                          uint32_t dim) {
   if (matches > RowSelection::kMaxListed) return false;
   if (matches <= budget) return true;
-  uint64_t rows = 0, bytes = 0;
-  for (size_t p = 0; p < seg.partition_rows.size(); ++p) {
-    rows += seg.partition_rows[p];
-    bytes += seg.partition_bytes[p];
-  }
+  const uint64_t rows = SegmentRows(seg);
   if (rows == 0) return true;
-  const double bytes_per_row = double(bytes) / double(rows);
+  const double bytes_per_row = BytesPerRow(seg);
   const size_t nlist = std::max<size_t>(1, seg.partition_rows.size());
   const double probed_rows =
       seg.model->exact ? double(rows) : double(rows * nprobe) / double(nlist);
@@ -127,15 +132,6 @@ void RouteOverMatching(const IvfModel& model, const std::vector<uint32_t>& match
   }
   RouteQueries(sub, queries, nq, matching.size(), probes);
   for (Probe& p : *probes) p.partition = matching[p.partition];
-}
-
-double BytesPerRow(const IvfSegmentRef& seg) {
-  uint64_t rows = 0, bytes = 0;
-  for (size_t p = 0; p < seg.partition_rows.size(); ++p) {
-    rows += seg.partition_rows[p];
-    bytes += seg.partition_bytes[p];
-  }
-  return rows == 0 ? 0 : double(bytes) / double(rows);
 }
 
 // Whether the exact_matches plan, chosen at the segment's density, may still cost more than a
