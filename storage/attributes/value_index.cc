@@ -1,47 +1,96 @@
 #include "storage/attributes/value_index.h"
 
 #include <algorithm>
+#include <exception>
+#include <iterator>
+#include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "roaring/containers/containers.h"
+#include "roaring/roaring_version.h"
+
+// OrRows reads bitmaps through the container layouts the 0.2 releases install (Debian 12 ships
+// 0.2.66); another release must be checked against them first.
+static_assert(ROARING_VERSION_MAJOR == 0 && ROARING_VERSION_MINOR == 2,
+              "OrRows knows CRoaring 0.2's container layouts");
 
 namespace shoal::storage {
 
 template <typename Key>
 bool ValueIndex<Key>::OverBound() const {
-  return rows_of_.size() > std::max(kDistinctFloor, entries_ / kRowsPerValue);
+  return rows_of_.size() > std::max(kDistinctFloor, entries_ / kRowsPerValue) ||
+         containers_ > std::max(kDistinctFloor, entries_ / kRowsPerContainer);
+}
+
+template <typename Key>
+void ValueIndex<Key>::Drop() {
+  enabled_ = false;
+  rows_of_.clear();
+  containers_ = 0;
+}
+
+template <typename Key>
+uint64_t ValueIndex<Key>::CountContainers() const {
+  uint64_t n = 0;
+  for (const auto& [value, bitmap] : rows_of_)
+    n += uint64_t(bitmap.roaring.high_low_container.size);
+  return n;
 }
 
 template <typename Key>
 void ValueIndex<Key>::Add(Key value, uint32_t row) {
   ++entries_;
   if (!enabled_) return;
-  rows_of_[value].add(row);
-  if (OverBound()) {
-    enabled_ = false;
-    rows_of_.clear();
+  try {
+    Roaring& rows = rows_of_[value];
+    const int32_t before = rows.roaring.high_low_container.size;
+    rows.add(row);
+    containers_ += uint64_t(rows.roaring.high_low_container.size - before);
+  } catch (const std::exception&) {  // no memory for a node: the index is only a shortcut
+    Drop();
+    return;
   }
+  if (OverBound()) Drop();
 }
 
 template <typename Key>
 void ValueIndex<Key>::Seal(const std::vector<Key>& values, const std::vector<uint32_t>& rows) {
-  if (wanted_ && !enabled_) {
-    // Count the distinct values, stopping as soon as they are too many.
-    const uint64_t bound = std::max(kDistinctFloor, uint64_t(values.size()) / kRowsPerValue);
-    absl::flat_hash_set<Key> distinct;
-    for (const Key& v : values) {
-      if (distinct.insert(v).second && distinct.size() > bound) return;
+  try {
+    if (wanted_ && !enabled_) {
+      // Count the distinct values, stopping as soon as they are too many.
+      const uint64_t bound = std::max(kDistinctFloor, uint64_t(values.size()) / kRowsPerValue);
+      absl::flat_hash_set<Key> distinct;
+      for (const Key& v : values) {
+        if (distinct.insert(v).second && distinct.size() > bound) return;
+      }
+      enabled_ = true;
+      entries_ = values.size();  // within the bound, counted over every value
+      for (size_t i = 0; i < values.size(); ++i) {
+        rows_of_[values[i]].add(rows.empty() ? uint32_t(i) : rows[i]);
+      }
+      containers_ = CountContainers();
+      if (OverBound()) return Drop();  // the values repeat, but scattered one row a container
     }
-    enabled_ = true;
-    entries_ = values.size();  // within the bound, counted over every value
-    for (size_t i = 0; i < values.size(); ++i) {
-      rows_of_[values[i]].add(rows.empty() ? uint32_t(i) : rows[i]);
+    for (auto& [value, bitmap] : rows_of_) {
+      bitmap.runOptimize();
+      bitmap.shrinkToFit();
     }
+  } catch (const std::exception&) {  // no memory: scan the column instead
+    Drop();
   }
-  for (auto& [value, bitmap] : rows_of_) {
-    bitmap.runOptimize();
-    bitmap.shrinkToFit();
+}
+
+template <typename Key>
+void ValueIndex<Key>::Want(bool wanted, const std::vector<Key>& values,
+                           const std::vector<uint32_t>& rows) {
+  if (!wanted) {
+    Drop();
+    wanted_ = false;
+    return;
   }
+  if (wanted_) return;
+  wanted_ = true;
+  Seal(values, rows);
 }
 
 template <typename Key>
@@ -63,13 +112,58 @@ bool ValueIndex<Key>::Collect(Key lo, Key hi, size_t max_values,
 
 template <typename Key>
 uint64_t ValueIndex<Key>::memory_bytes() const {
-  // A btree slot, the bitmap's header and its container table, then its containers.
+  // A btree slot, the bitmap's header and its container table, then its containers: their
+  // payload (as serialised) and, per container, its heap object and slots in the table.
   constexpr uint64_t kPerValue = sizeof(Key) + sizeof(Roaring) + 48;
-  uint64_t bytes = 0;
-  for (const auto& [value, bitmap] : rows_of_) {
-    bytes += kPerValue + bitmap.getSizeInBytes();
-  }
+  constexpr uint64_t kPerContainer = 48;
+  uint64_t bytes = containers_ * kPerContainer;
+  for (const auto& [value, bitmap] : rows_of_) bytes += kPerValue + bitmap.getSizeInBytes();
   return bytes;
+}
+
+template <typename Key>
+void ValueIndex<Key>::EncodeTo(std::string* out) const {
+  out->push_back(char(uint8_t(enabled_) | uint8_t(wanted_) << 1));
+  PutVarint64(out, entries_);
+  PutVarint64(out, rows_of_.size());
+  std::string bitmap;
+  for (const auto& [value, rows] : rows_of_) {
+    PutFixed64(out, uint64_t(value));
+    bitmap.resize(rows.getSizeInBytes(/*portable=*/true));
+    bitmap.resize(rows.write(bitmap.data(), /*portable=*/true));
+    PutBytes(out, bitmap);
+  }
+}
+
+template <typename Key>
+bool ValueIndex<Key>::DecodeFrom(Decoder* in) {
+  Drop();
+  uint8_t flags = 0;
+  uint64_t entries = 0, values = 0;
+  if (!in->GetByte(&flags) || flags > 3 || !in->GetVarint64(&entries) ||
+      !in->GetVarint64(&values) || values > in->remaining() / 9 ||
+      ((flags & 1) == 0 && values != 0)) {
+    return false;
+  }
+  absl::btree_map<Key, Roaring> rows_of;
+  try {
+    for (uint64_t i = 0; i < values; ++i) {
+      uint64_t value = 0;
+      std::string_view bitmap;
+      if (!in->GetFixed64(&value) || !in->GetBytes(&bitmap)) return false;
+      if (!rows_of.empty() && Key(value) <= std::prev(rows_of.end())->first) return false;
+      rows_of.emplace_hint(rows_of.end(), Key(value),
+                           Roaring::readSafe(bitmap.data(), bitmap.size()));
+    }
+  } catch (const std::exception&) {  // a malformed bitmap, or no memory for it
+    return false;
+  }
+  enabled_ = (flags & 1) != 0;
+  wanted_ = (flags & 2) != 0;
+  entries_ = entries;
+  rows_of_ = std::move(rows_of);
+  containers_ = CountContainers();
+  return true;
 }
 
 uint64_t CountBelow(const Roaring& bitmap, uint64_t n) {

@@ -5,13 +5,17 @@
 // column scan when the index would cost more (it counts the matches before it sets a bit).
 //
 // An index pays only where values repeat: a unique key's bitmaps would cost ~100 bytes a row
-// against its column's 8. So while rows are added (in ascending row order: each add appends to
-// its bitmap's last container) it drops itself once it holds more than max(kDistinctFloor,
-// entries / kRowsPerValue) values; Seal() (the rows are final: a segment's once opened) builds
-// it again from the column if the final values meet that bound after all, and trims it.
+// against its column's 8, and so would repeated values scattered one row to a container (64 Ki
+// rows each). So while rows are added (in ascending row order: each add appends to its bitmap's
+// last container) it drops itself once it holds more than max(kDistinctFloor, entries /
+// kRowsPerValue) values or max(kDistinctFloor, entries / kRowsPerContainer) containers; Seal()
+// (the rows are final) builds it again from the column if the final values meet those bounds
+// after all, and trims it. Out of memory, it drops itself rather than throw (the column scan
+// answers the same).
 //
-// Memory: per value ~100 bytes of bookkeeping plus its bitmap — 2 bytes a row in a sparse
-// container, 8 KiB per 64 Ki rows in a dense one, less in runs. memory_bytes() estimates it.
+// Memory: per value ~100 bytes of bookkeeping, per container ~50, plus the rows — 2 bytes a row
+// in a sparse container, 8 KiB per 64 Ki rows in a dense one, less in runs. memory_bytes()
+// estimates it.
 //
 // Thread-safety: none; AttributeColumns serialises Add and Seal against readers.
 #pragma once
@@ -22,6 +26,7 @@
 #include "absl/container/btree_map.h"
 #include "roaring/roaring.hh"
 #include "storage/attributes/row_bits.h"
+#include "storage/format/coding.h"
 
 namespace shoal::storage {
 
@@ -30,6 +35,8 @@ class ValueIndex {
  public:
   static constexpr uint64_t kDistinctFloor = 4096;
   static constexpr uint64_t kRowsPerValue = 16;
+  // A container's ~50 bytes over 4 rows: about the int column's 8 bytes a row, twice over.
+  static constexpr uint64_t kRowsPerContainer = 4;
 
   // Enabled: it indexes the values added. A disabled index never indexes again (Seal aside).
   explicit ValueIndex(bool enabled) : enabled_(enabled), wanted_(enabled) {}
@@ -40,6 +47,10 @@ class ValueIndex {
   // The rows are final: `values` are the column's (entry i is row rows[i], or row i when `rows`
   // is empty). Re-indexes them if this index dropped itself but they meet the bound now.
   void Seal(const std::vector<Key>& values, const std::vector<uint32_t>& rows);
+  // Whether the field may be indexed, decided again once its rows are final (AttributeColumns
+  // caps the indexed fields in key order): not wanted drops the index; wanted when it was not
+  // builds it as Seal would.
+  void Want(bool wanted, const std::vector<Key>& values, const std::vector<uint32_t>& rows);
 
   // The bitmap of `value`'s rows, or null when no row holds it. REQUIRES: enabled().
   const Roaring* Find(Key value) const;
@@ -49,12 +60,21 @@ class ValueIndex {
 
   uint64_t memory_bytes() const;
 
+  // The index as bytes (attribute_file.h): its state, then each value with its bitmap in
+  // CRoaring's portable format; and back. DecodeFrom answers false on malformed bytes, having
+  // caught what CRoaring throws.
+  void EncodeTo(std::string* out) const;
+  bool DecodeFrom(Decoder* in);
+
  private:
   bool OverBound() const;
+  void Drop();
+  uint64_t CountContainers() const;
 
   bool enabled_;
   bool wanted_;  // the field may be indexed at all (filter.max_indexed_fields)
   uint64_t entries_ = 0;
+  uint64_t containers_ = 0;  // across rows_of_'s bitmaps
   absl::btree_map<Key, Roaring> rows_of_;
 };
 

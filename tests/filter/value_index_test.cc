@@ -104,6 +104,55 @@ TEST(ValueIndex, SealRebuildsAnIndexDroppedWhileItsValuesStillLookedUnique) {
   for (uint32_t r : RowsOf(*v)) EXPECT_EQ(((r - 1) / 2) % kValues, 4321u);
 }
 
+// Values that repeat but one row to a container (each of 65536 values once in each of 16 runs
+// of 64 Ki rows) would cost ~50 bytes a row in containers: the index drops itself.
+TEST(ValueIndex, RepeatedValuesScatteredOneRowAContainerDropTheIndex) {
+  constexpr uint32_t kValues = 65536, kRows = kValues * 16;
+  ValueIndex<int64_t> index(true);
+  std::vector<int64_t> values;
+  values.reserve(kRows);
+  for (uint32_t r = 0; r < kRows; ++r) {
+    values.push_back(r % kValues);  // within kRowsPerValue: 16 rows a value
+    index.Add(values.back(), r);
+  }
+  EXPECT_FALSE(index.enabled());
+  EXPECT_EQ(index.memory_bytes(), 0u);
+  index.Seal(values, {});  // the distinct values meet the bound; the containers do not
+  EXPECT_FALSE(index.enabled());
+  EXPECT_EQ(index.memory_bytes(), 0u);
+}
+
+TEST(ValueIndex, EncodesAndDecodesItsBitmapsAndRefusesMalformedBytes) {
+  ValueIndex<int64_t> index(true);
+  for (uint32_t r = 0; r < 5000; ++r) index.Add(int64_t(r % 7) * 1000 - 3000, r);
+  index.Seal({}, {});
+  std::string bytes;
+  index.EncodeTo(&bytes);
+  ValueIndex<int64_t> read(false);
+  Decoder in(bytes);
+  ASSERT_TRUE(read.DecodeFrom(&in));
+  EXPECT_TRUE(in.empty());
+  ASSERT_TRUE(read.enabled());
+  EXPECT_EQ(read.memory_bytes(), index.memory_bytes());
+  for (int64_t v = -3000; v <= 3000; v += 1000) {
+    ASSERT_NE(read.Find(v), nullptr) << v;
+    EXPECT_EQ(RowsOf(*read.Find(v)), RowsOf(*index.Find(v))) << v;
+  }
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    ValueIndex<int64_t> truncated(false);
+    Decoder cut(std::string_view(bytes).substr(0, n));
+    EXPECT_FALSE(truncated.DecodeFrom(&cut)) << n;
+    EXPECT_FALSE(truncated.enabled());
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {  // flipped bytes: refused or decoded, no crash
+    std::string flipped = bytes;
+    flipped[i] ^= 0x5a;
+    ValueIndex<int64_t> any(false);
+    Decoder d(flipped);
+    (void)any.DecodeFrom(&d);
+  }
+}
+
 TEST(ValueIndex, ADisabledFieldIsNeverIndexed) {
   ValueIndex<int64_t> index(false);
   for (uint32_t r = 0; r < 100; ++r) index.Add(1, r);
