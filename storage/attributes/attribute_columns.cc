@@ -26,7 +26,17 @@ void AttributeColumns::Append(uint64_t id, const core::Attributes& attributes) {
 void AttributeColumns::Seal() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, column] : columns_) column.Seal();
+  CapIndexedFields();
   ids_.shrink_to_fit();
+}
+
+void AttributeColumns::CapIndexedFields() {
+  std::vector<std::pair<const std::string*, FieldColumn*>> fields;
+  fields.reserve(columns_.size());
+  for (auto& [key, column] : columns_) fields.emplace_back(&key, &column);
+  std::sort(fields.begin(), fields.end(), [](auto& a, auto& b) { return *a.first < *b.first; });
+  for (size_t i = 0; i < fields.size(); ++i) fields[i].second->SetIndexed(i < max_indexed_fields_);
+  indexed_fields_ = uint32_t(std::min<size_t>(fields.size(), max_indexed_fields_));
 }
 
 uint64_t AttributeColumns::rows() const {
@@ -65,6 +75,26 @@ uint64_t AttributeColumns::memory_bytes() const {
   uint64_t bytes = ids_.capacity() * sizeof(uint64_t);
   for (const auto& [key, column] : columns_) bytes += key.capacity() + column.memory_bytes();
   return bytes;
+}
+
+void AttributeColumns::ForEachColumn(
+    const std::function<void(const std::string&, const FieldColumn&)>& fn) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<const std::string*> keys;
+  keys.reserve(columns_.size());
+  for (const auto& [key, column] : columns_) keys.push_back(&key);
+  std::sort(keys.begin(), keys.end(), [](auto* a, auto* b) { return *a < *b; });
+  for (const std::string* key : keys) fn(*key, columns_.find(*key)->second);
+}
+
+void AttributeColumns::Restore(std::vector<uint64_t> ids,
+                               std::vector<std::pair<std::string, FieldColumn>> columns) {
+  absl::MutexLock lock(&mu_);
+  ids_ = std::move(ids);
+  columns_.clear();
+  columns_.reserve(columns.size());
+  for (auto& [key, column] : columns) columns_.insert_or_assign(std::move(key), std::move(column));
+  CapIndexedFields();
 }
 
 namespace {

@@ -10,15 +10,19 @@
 // written); a row's attributes never change (an upsert writes a new row, the old one is dead).
 //
 // Memory: per field entry 1 to 12 bytes by kind (field_column.h), each distinct string once;
-// 8 bytes per row for the ids; the value indexes of the first `max_indexed_fields` fields seen
-// (filter.max_indexed_fields; value_index.h). memory_bytes() reports it.
+// 8 bytes per row for the ids; the value indexes of `max_indexed_fields` fields
+// (filter.max_indexed_fields; value_index.h): the first seen while rows are appended (the
+// memtable), the first in key order once they are final (Seal, Restore: a segment's).
+// memory_bytes() reports it.
 //
 // Thread-safety: one writer (Append, Seal) with any number of concurrent readers (Select, Count):
 // a reader sees a prefix of the rows, at least `rows` of them when it asks for `rows`.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -61,7 +65,15 @@ class AttributeColumns {
   std::vector<uint64_t> IdsOf(const RowBits& bits) const;
   uint64_t memory_bytes() const;
 
+  // Every field's column in key order, for the segment file (attribute_file.h). Sealed only.
+  void ForEachColumn(
+      const std::function<void(const std::string& key, const FieldColumn& column)>& fn) const;
+  // Replaces the rows with `ids`' and the columns read back from a segment file: sealed.
+  void Restore(std::vector<uint64_t> ids, std::vector<std::pair<std::string, FieldColumn>> columns);
+
  private:
+  // The rows are final: the first max_indexed_fields_ fields in key order keep value indexes.
+  void CapIndexedFields() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held (shared). The rows below `rows` that satisfy `e`.
   RowBits Eval(const core::filter::Expr& e, uint64_t rows) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   RowBits EvalLeaf(const core::filter::Expr& e, uint64_t rows) const

@@ -1,12 +1,16 @@
 #include "storage/attributes/field_column.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <variant>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/filter/scalar_order.h"
 #include "core/filter/typed_leaf.h"
 #include "storage/attributes/match_kernels.h"
+#include "storage/format/wal_format.h"
 
 namespace shoal::storage {
 
@@ -31,6 +35,51 @@ size_t FieldColumn::Entries<T>::CountBelow(uint64_t n) const {
 template <typename T>
 uint64_t FieldColumn::Entries<T>::memory_bytes() const {
   return rows.capacity() * sizeof(uint32_t) + values.capacity() * sizeof(T);
+}
+
+// Entries: varint n, a byte (1: dense, entry i is row i), the n row numbers as fixed32 unless
+// dense, then the values: fixed-width ones as their bytes, lists as PutAttributeValue writes them.
+template <typename T>
+void FieldColumn::Entries<T>::EncodeTo(std::string* out) const {
+  PutVarint64(out, values.size());
+  out->push_back(char(rows.empty()));
+  out->append(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(uint32_t));
+  if constexpr (std::is_same_v<T, core::AttributeList>) {
+    for (const core::AttributeList& list : values) PutAttributeValue(out, list);
+  } else {
+    out->append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  }
+}
+
+template <typename T>
+bool FieldColumn::Entries<T>::DecodeFrom(Decoder* in, uint64_t max_rows) {
+  uint64_t n = 0;
+  uint8_t dense = 0;
+  if (!in->GetVarint64(&n) || n > max_rows || !in->GetByte(&dense) || dense > 1) return false;
+  std::string_view bytes;
+  if (!dense) {
+    if (!in->GetView(n * sizeof(uint32_t), &bytes)) return false;
+    rows.resize(size_t(n));
+    std::memcpy(rows.data(), bytes.data(), bytes.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] >= max_rows || (i > 0 && rows[i] <= rows[i - 1])) return false;
+    }
+  }
+  if constexpr (std::is_same_v<T, core::AttributeList>) {
+    values.resize(size_t(n));
+    for (core::AttributeList& list : values) {
+      core::AttributeValue value;
+      if (!GetAttributeValue(in, &value)) return false;
+      auto* l = std::get_if<core::AttributeList>(&value);
+      if (l == nullptr) return false;
+      list = std::move(*l);
+    }
+  } else {
+    if (!in->GetView(n * sizeof(T), &bytes)) return false;
+    values.resize(size_t(n));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+  }
+  return true;
 }
 
 namespace {
@@ -245,6 +294,60 @@ bool FieldColumn::OrStringsFromIndex(const std::vector<uint8_t>& table, size_t n
 void FieldColumn::Seal() {
   int_index_.Seal(ints_.values, ints_.rows);
   string_index_.Seal(strings_.values, strings_.rows);
+}
+
+// A column: its kinds' entries (ints, doubles, bools, string codes, lists), the dictionary
+// (varint count, then each string as bytes), then the int and string indexes (value_index.h).
+void FieldColumn::EncodeTo(std::string* out) const {
+  ints_.EncodeTo(out);
+  doubles_.EncodeTo(out);
+  bools_.EncodeTo(out);
+  strings_.EncodeTo(out);
+  lists_.EncodeTo(out);
+  PutVarint64(out, dictionary_.size());
+  for (const std::string& s : dictionary_) PutBytes(out, s);
+  int_index_.EncodeTo(out);
+  string_index_.EncodeTo(out);
+}
+
+absl::StatusOr<FieldColumn> FieldColumn::Decode(std::string_view bytes, uint64_t rows) {
+  auto corrupt = [](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("attribute column: bad ", what));
+  };
+  FieldColumn c(false);
+  Decoder in(bytes);
+  if (!c.ints_.DecodeFrom(&in, rows) || !c.doubles_.DecodeFrom(&in, rows) ||
+      !c.bools_.DecodeFrom(&in, rows) || !c.strings_.DecodeFrom(&in, rows) ||
+      !c.lists_.DecodeFrom(&in, rows)) {
+    return corrupt("entries");
+  }
+  uint64_t distinct = 0;
+  if (!in.GetVarint64(&distinct) || distinct > in.remaining()) return corrupt("dictionary");
+  for (uint64_t i = 0; i < distinct; ++i) {
+    std::string_view s;
+    if (!in.GetBytes(&s)) return corrupt("dictionary");
+    c.dictionary_.emplace_back(s);
+    if (!c.code_of_.emplace(std::string_view(c.dictionary_.back()), uint32_t(i)).second) {
+      return corrupt("dictionary (a string twice)");
+    }
+  }
+  for (uint32_t code : c.strings_.values) {
+    if (code >= distinct) return corrupt("string code");
+  }
+  if (!c.int_index_.DecodeFrom(&in) || !c.string_index_.DecodeFrom(&in)) return corrupt("index");
+  if (!in.empty()) return corrupt("length");
+  for (const core::AttributeList& l : c.lists_.values) {
+    for (const core::AttributeScalar& e : l) {
+      if (const auto* s = std::get_if<std::string>(&e)) c.list_heap_bytes_ += HeapBytes(*s);
+    }
+    c.list_heap_bytes_ += l.capacity() * sizeof(core::AttributeScalar);
+  }
+  return c;
+}
+
+void FieldColumn::SetIndexed(bool indexed) {
+  int_index_.Want(indexed, ints_.values, ints_.rows);
+  string_index_.Want(indexed, strings_.values, strings_.rows);
 }
 
 uint64_t FieldColumn::memory_bytes() const {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "core/base/attributes.h"
 #include "core/filter/filter.h"
 #include "core/filter/typed_leaf.h"
@@ -50,8 +51,16 @@ class FieldColumn {
 
   // The rows are final: indexes are decided on every value and trimmed.
   void Seal();
+  // Keeps value indexes or not (filter.max_indexed_fields, decided once the rows are final).
+  void SetIndexed(bool indexed);
 
   uint64_t memory_bytes() const;
+
+  // The sealed column as bytes (storage/attributes/attribute_file.h), its indexes included, and
+  // back. Decode checks what it reads (row numbers ascending and below `rows`, the segment's;
+  // string codes within the dictionary): DATA_LOSS naming what is malformed.
+  void EncodeTo(std::string* out) const;
+  static absl::StatusOr<FieldColumn> Decode(std::string_view bytes, uint64_t rows);
 
  private:
   // Values of one kind, in row order.
@@ -63,6 +72,8 @@ class FieldColumn {
     void Append(uint32_t row, T value);
     size_t CountBelow(uint64_t rows) const;
     uint64_t memory_bytes() const;
+    void EncodeTo(std::string* out) const;
+    bool DecodeFrom(Decoder* in, uint64_t max_rows);
   };
 
   // Eval's index paths: set the leaf's int (string) rows from the index and answer true, or

@@ -184,7 +184,8 @@ absl::StatusOr<std::shared_ptr<Segment>> Collection::WriteAndOpenSegment(
   (void)fs_->RemoveAll(dir);  // leftovers of a build that crashed before its manifest
   // No manifest names the directory yet: a failed write leaves nothing behind.
   const absl::Status written = rows.Write(
-      cpu, model, dir, [this](const char* phase, uint32_t pct) { SetProgress(phase, pct); });
+      cpu, model, dir, [this](const char* phase, uint32_t pct) { SetProgress(phase, pct); },
+      options_.max_indexed_fields);
   if (!written.ok()) {
     (void)fs_->RemoveAll(dir);
     return IoFailure(absl::StrCat("writing segment ", dir), written);

@@ -7,9 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/status.h"
+#include "storage/attributes/attribute_file.h"
 #include "storage/collection/segment_writer.h"
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
+#include "storage/format/wal_format.h"
 
 namespace shoal::storage {
 namespace {
@@ -119,26 +121,64 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
     for (uint32_t r = 0; r < e.count; ++r) where_[ids[r]] = {p, r};
     row_ids.insert(row_ids.end(), ids.begin(), ids.end());
   }
-  // Attributes.
-  SHOAL_ASSIGN_OR_RETURN(std::string attrs, ReadFileToString(fs, JoinPath(dir_, "attrs.dat")));
-  disk_bytes_ += attrs.size();
-  if (attrs.size() < kAttrsMagic.size() + 8 || attrs.substr(0, kAttrsMagic.size()) != kAttrsMagic ||
+  return LoadAttributes(fs, std::move(row_ids));
+}
+
+absl::Status Segment::LoadAttributes(FileSystem* fs, std::vector<uint64_t> row_ids) {
+  // Attributes: a version 2 file's columns (its rows' own attributes stay on disk), or a
+  // version 1 file whole.
+  const std::string attrs_path = JoinPath(dir_, "attrs.dat");
+  SHOAL_ASSIGN_OR_RETURN(attrs_, fs->NewRandomAccessFile(attrs_path));
+  disk_bytes_ += attrs_->size();
+  auto named = [this](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(dir_, "/", s.message()));
+  };
+  std::string header(kAttributeFileHeaderBytes, '\0');
+  SHOAL_ASSIGN_OR_RETURN(size_t got, attrs_->Read(0, header.size(), header.data()));
+  header.resize(got);
+  auto version = AttributeFileVersion(header);
+  if (!version.ok()) return named(version.status());
+  if (*version == 1) return LoadVersion1Attributes(fs, std::move(row_ids));
+  if (*version != kAttributeFileVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(attrs_path, ": unknown version ", *version, " (written by a newer shoald?)"));
+  }
+  auto layout = ReadAttributeLayout(*attrs_);
+  if (!layout.ok()) return named(layout.status());
+  if (layout->rows != row_ids.size()) {
+    return absl::DataLossError(
+        absl::StrCat(attrs_path, ": ", layout->rows, " rows, ivf.meta has ", row_ids.size()));
+  }
+  std::vector<std::pair<std::string, FieldColumn>> columns;
+  columns.reserve(layout->fields.size());
+  for (size_t f = 0; f < layout->fields.size(); ++f) {
+    auto column = ReadAttributeColumn(*attrs_, *layout, f);
+    if (!column.ok()) return named(column.status());
+    columns.emplace_back(layout->fields[f].key, *std::move(column));
+  }
+  columns_.Restore(std::move(row_ids), std::move(columns));
+  attrs_layout_ = *std::move(layout);
+  return absl::OkStatus();
+}
+
+absl::Status Segment::LoadVersion1Attributes(FileSystem* fs, std::vector<uint64_t> row_ids) {
+  const std::string attrs_path = JoinPath(dir_, "attrs.dat");
+  SHOAL_ASSIGN_OR_RETURN(std::string attrs, ReadFileToString(fs, attrs_path));
+  attrs_.reset();
+  if (attrs.size() < kAttributeFileHeaderBytes + 4 ||
       UnmaskCrc(DecodeFixed32(attrs.data() + attrs.size() - 4)) !=
           Crc32c(std::string_view(attrs).substr(0, attrs.size() - 4))) {
-    return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: bad magic or checksum"));
+    return absl::DataLossError(absl::StrCat(attrs_path, ": bad checksum"));
   }
-  Decoder in(
-      std::string_view(attrs).substr(kAttrsMagic.size(), attrs.size() - kAttrsMagic.size() - 4));
-  uint32_t version = 0;
+  Decoder in(std::string_view(attrs).substr(kAttributeFileHeaderBytes,
+                                            attrs.size() - kAttributeFileHeaderBytes - 4));
   uint64_t n = 0;
-  if (!in.GetFixed32(&version) || version != 1 || !in.GetVarint64(&n)) {
-    return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: bad header"));
-  }
+  if (!in.GetVarint64(&n)) return absl::DataLossError(absl::StrCat(attrs_path, ": bad header"));
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t id = 0;
     std::string_view bytes;
     if (!in.GetFixed64(&id) || !in.GetBytes(&bytes)) {
-      return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: truncated"));
+      return absl::DataLossError(absl::StrCat(attrs_path, ": truncated"));
     }
     attributes_[id] = std::string(bytes);
   }
@@ -148,7 +188,7 @@ absl::Status Segment::LoadIndex(FileSystem* fs) {
     auto a = attributes_.find(id);
     auto decoded = DecodeAttributes(a == attributes_.end() ? kNone : a->second);
     if (!decoded.ok()) {
-      return absl::DataLossError(absl::StrCat(dir_, "/attrs.dat: ", decoded.status().message()));
+      return absl::DataLossError(absl::StrCat(attrs_path, ": ", decoded.status().message()));
     }
     columns_.Append(id, *decoded);
   }
@@ -293,7 +333,17 @@ absl::StatusOr<StoredPoint> Segment::ReadPoint(uint64_t id, bool include_vector)
   if (it == where_.end()) return absl::NotFoundError(absl::StrCat("id ", id));
   StoredPoint p;
   p.id = id;
-  if (auto a = attributes_.find(id); a != attributes_.end()) p.attributes = a->second;
+  if (attrs_layout_) {
+    const uint64_t row = raw_row_start_[it->second.partition] + it->second.row;
+    auto attributes = ReadRowAttributes(*attrs_, *attrs_layout_, row, 1);
+    if (!attributes.ok()) {
+      return absl::Status(attributes.status().code(),
+                          absl::StrCat(dir_, "/", attributes.status().message()));
+    }
+    p.attributes = std::move(attributes->front());
+  } else if (auto a = attributes_.find(id); a != attributes_.end()) {
+    p.attributes = a->second;
+  }
   if (include_vector) {
     p.vector.resize(meta_.model.dim);
     SHOAL_RETURN_IF_ERROR(ReadVector(it->second.partition, it->second.row, p.vector.data()));
@@ -325,6 +375,15 @@ absl::Status Segment::ForEachRow(
           got, f->Read(offset, n * vector_bytes, reinterpret_cast<char*>(vectors.data())));
       if (got != n * vector_bytes) {
         return absl::DataLossError(absl::StrCat(dir_, ": short vector read"));
+      }
+      if (attrs_layout_) {
+        auto attributes = ReadRowAttributes(*attrs_, *attrs_layout_, raw_row_start_[p] + r0, n);
+        if (!attributes.ok()) {
+          return absl::Status(attributes.status().code(),
+                              absl::StrCat(dir_, "/", attributes.status().message()));
+        }
+        for (uint32_t r = 0; r < n; ++r) fn(ids[r], vectors.data() + r * dim, (*attributes)[r]);
+        continue;
       }
       for (uint32_t r = 0; r < n; ++r) {
         auto a = attributes_.find(ids[r]);

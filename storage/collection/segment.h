@@ -20,9 +20,10 @@
 // id of the query that started it: when that query is cancelled (or its deadline passes first), the
 // queries still waiting retry with a read of their own instead of failing with it.
 //
-// Open() also loads each row's location (for Get) and the rows' attributes into memory: encoded by
-// id (for Get and rebuilds) and as AttributeColumns (storage/attributes), which Select() evaluates
-// filters on.
+// Open() also loads each row's location (for Get) and the attribute columns with their value
+// indexes (AttributeColumns, storage/attributes), which Select() evaluates filters on. A row's
+// own attributes stay in attrs.dat (storage/attributes/attribute_file.h) until ReadPoint or
+// ForEachRow reads them; a version 1 attrs.dat is read whole and kept by id instead.
 //
 // Thread-safety: every method is thread-safe. Reads in flight keep the Segment alive.
 #pragma once
@@ -39,6 +40,7 @@
 #include "core/index/ivf_search.h"
 #include "core/index/row_selection.h"
 #include "storage/attributes/attribute_columns.h"
+#include "storage/attributes/attribute_file.h"
 #include "storage/cache/partition_cache.h"
 #include "storage/collection/memtable.h"
 #include "storage/format/manifest_format.h"
@@ -115,6 +117,9 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   Segment(std::string dir, uint64_t id, IvfMeta meta, IoScheduler* scheduler, PartitionCache* cache,
           uint32_t max_indexed_fields);
   absl::Status LoadIndex(FileSystem* fs);
+  // `row_ids`: every row's id, in row order.
+  absl::Status LoadAttributes(FileSystem* fs, std::vector<uint64_t> row_ids);
+  absl::Status LoadVersion1Attributes(FileSystem* fs, std::vector<uint64_t> row_ids);
   // Fetch(), after `attempt` shared loads failed because the query that started them stopped.
   void FetchAttempt(const core::PartitionFetch& fetch, FetchDone done, int attempt);
   // The partition pinned from the cache if it is cached and loaded; nullopt otherwise.
@@ -171,8 +176,10 @@ class Segment final : public core::PartitionSource, public std::enable_shared_fr
   // Per partition, as Ref() hands them out: built once, not per search.
   std::vector<uint64_t> partition_bytes_, partition_rows_;
   absl::flat_hash_map<uint64_t, Location> where_;
-  absl::flat_hash_map<uint64_t, std::string> attributes_;
-  AttributeColumns columns_;  // every row's, in partition order
+  std::unique_ptr<RandomAccessFile> attrs_;                // null for a version 1 attrs.dat
+  std::optional<AttributeFileLayout> attrs_layout_;        // version 2
+  absl::flat_hash_map<uint64_t, std::string> attributes_;  // version 1: by id
+  AttributeColumns columns_;                               // every row's, in partition order
   uint64_t disk_bytes_ = 0;
   // Cache key namespace: unique in the process (segment ids repeat across collections).
   const uint64_t cache_id_;

@@ -9,6 +9,7 @@
 #include "core/base/status.h"
 #include "core/exec/run_and_wait.h"
 #include "core/index/fastscan_model.h"
+#include "storage/attributes/attribute_file.h"
 #include "storage/collection/segment_writer.h"
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
@@ -35,6 +36,50 @@ absl::Status SyncAndClose(WritableFile* file) {
   SHOAL_RETURN_IF_ERROR(file->Sync());
   return file->Close();
 }
+
+// attrs.tmp's entries (fixed64 input row, fixed32 length, the bytes) in order, read a buffer
+// at a time.
+class AttrsSpillReader {
+ public:
+  AttrsSpillReader(const RandomAccessFile& file, size_t buffer_bytes)
+      : file_(file), size_(file.size()), chunk_(buffer_bytes) {}
+
+  // The next entry (its bytes valid until the next call); false at the end.
+  absl::StatusOr<bool> Next(uint64_t* row, std::string_view* bytes) {
+    if (pos_ == buffer_.size() && next_ == size_) return false;
+    SHOAL_RETURN_IF_ERROR(Ensure(12));
+    uint32_t length = 0;
+    std::memcpy(row, buffer_.data() + pos_, 8);
+    std::memcpy(&length, buffer_.data() + pos_ + 8, 4);
+    pos_ += 12;
+    SHOAL_RETURN_IF_ERROR(Ensure(length));
+    *bytes = std::string_view(buffer_.data() + pos_, length);
+    pos_ += length;
+    return true;
+  }
+
+ private:
+  // At least n unread bytes in buffer_.
+  absl::Status Ensure(size_t n) {
+    if (buffer_.size() - pos_ >= n) return absl::OkStatus();
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+    const uint64_t take = std::min<uint64_t>(std::max(n - buffer_.size(), chunk_), size_ - next_);
+    if (buffer_.size() + take < n) return absl::DataLossError("build spill file: truncated entry");
+    const size_t old = buffer_.size();
+    buffer_.resize(old + size_t(take));
+    SHOAL_RETURN_IF_ERROR(ReadExactly(file_, next_, size_t(take), buffer_.data() + old));
+    next_ += take;
+    return absl::OkStatus();
+  }
+
+  const RandomAccessFile& file_;
+  const uint64_t size_;
+  const size_t chunk_;
+  std::string buffer_;
+  size_t pos_ = 0;
+  uint64_t next_ = 0;
+};
 
 }  // namespace
 
@@ -119,8 +164,9 @@ absl::Status SegmentBuilder::Add(uint64_t id, const float* vector, std::string_v
   SHOAL_RETURN_IF_ERROR(vectors_->Append(vector, size_t(dim_) * sizeof(float)));
   if (!attributes.empty()) {
     std::string entry;
-    PutFixed64(&entry, id);
-    PutBytes(&entry, attributes);
+    PutFixed64(&entry, rows_);
+    PutFixed32(&entry, uint32_t(attributes.size()));
+    entry.append(attributes);
     SHOAL_RETURN_IF_ERROR(attrs_->Append(entry.data(), entry.size()));
     ++num_attrs_;
   }
@@ -290,29 +336,85 @@ absl::Status SegmentBuilder::WriteGroup(core::Executor& cpu, const core::IvfMode
   return absl::OkStatus();
 }
 
-absl::Status SegmentBuilder::WriteAttrs(const std::string& dir) {
-  std::string head(kAttrsMagic);
-  PutFixed32(&head, 1);
-  PutVarint64(&head, num_attrs_);
-  SHOAL_ASSIGN_OR_RETURN(auto file, fs_->NewAppendableFile(JoinPath(dir, "attrs.dat")));
-  SHOAL_RETURN_IF_ERROR(file->Append(head));
-  uint32_t crc = Crc32c(head);
-  const uint64_t size = attrs_->in->size();
-  std::string chunk;
-  for (uint64_t offset = 0; offset < size; offset += chunk.size()) {
-    chunk.resize(size_t(std::min<uint64_t>(plan_.spill_buffer_bytes, size - offset)));
-    SHOAL_RETURN_IF_ERROR(ReadExactly(*attrs_->in, offset, chunk.size(), chunk.data()));
-    crc = Crc32c(chunk, crc);
-    SHOAL_RETURN_IF_ERROR(file->Append(chunk));
+absl::Status SegmentBuilder::ForEachAttributed(
+    const Layout& layout,
+    const std::function<void(uint32_t partition, uint64_t row, std::string_view)>& fn) const {
+  SHOAL_ASSIGN_OR_RETURN(auto assign_in,
+                         fs_->NewRandomAccessFile(JoinPath(tmp_dir_, "assign.tmp")));
+  AttrsSpillReader attrs(*attrs_->in, plan_.spill_buffer_bytes);
+  std::vector<uint64_t> next_row = layout.raw_row_start;  // per partition, in input order
+  const size_t chunk = std::max<size_t>(1, plan_.spill_buffer_bytes / 4);
+  std::vector<uint32_t> assign(chunk);
+  uint64_t input_row = 0;
+  std::string_view bytes;
+  SHOAL_ASSIGN_OR_RETURN(bool more, attrs.Next(&input_row, &bytes));
+  for (uint64_t row0 = 0; row0 < rows_; row0 += chunk) {
+    const size_t n = size_t(std::min<uint64_t>(chunk, rows_ - row0));
+    SHOAL_RETURN_IF_ERROR(
+        ReadExactly(*assign_in, row0 * 4, n * 4, reinterpret_cast<char*>(assign.data())));
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t p = assign[i];
+      if (p >= next_row.size()) return absl::InternalError("segment build: a bad assignment");
+      const uint64_t row = next_row[p]++;
+      if (!more || input_row != row0 + i) continue;
+      fn(p, row, bytes);
+      SHOAL_ASSIGN_OR_RETURN(more, attrs.Next(&input_row, &bytes));
+    }
   }
-  std::string tail;
-  PutFixed32(&tail, MaskCrc(crc));
-  SHOAL_RETURN_IF_ERROR(file->Append(tail));
+  if (more) return absl::InternalError("segment build: the spill changed between passes");
+  return absl::OkStatus();
+}
+
+absl::Status SegmentBuilder::WriteAttrs(const std::string& dir, const Layout& layout,
+                                        uint32_t max_indexed_fields) {
+  SHOAL_ASSIGN_OR_RETURN(auto file, fs_->NewAppendableFile(JoinPath(dir, "attrs.dat")));
+  AttributeFileWriter writer([&file](std::string_view bytes) { return file->Append(bytes); },
+                             max_indexed_fields);
+  const size_t nlist = layout.extents.size();
+  // The rows go in row (partition) order, group by group: consecutive partitions whose
+  // attributes, with a 16-byte slot per row, fit half the budget. One pass over the spill sizes
+  // the partitions (none when it all fits), then one pass per group picks its rows.
+  constexpr uint64_t kSlotBytes = 16;
+  std::vector<uint64_t> bytes_of(nlist, 0);
+  const bool one_group =
+      num_attrs_ == 0 || attrs_->in->size() + rows_ * kSlotBytes <= plan_.group_bytes;
+  if (!one_group) {
+    SHOAL_RETURN_IF_ERROR(ForEachAttributed(
+        layout, [&](uint32_t p, uint64_t, std::string_view b) { bytes_of[p] += b.size(); }));
+  }
+  std::string buffer;
+  std::vector<std::pair<uint64_t, uint32_t>> slots;  // per row of the group: where, how long
+  for (size_t first = 0; first < nlist;) {
+    size_t end = first;
+    for (uint64_t bytes = 0; end < nlist; ++end) {
+      const uint64_t add = bytes_of[end] + layout.extents[end].count * kSlotBytes;
+      if (!one_group && end > first && bytes + add > plan_.group_bytes) break;
+      bytes += add;
+    }
+    const uint64_t lo = layout.raw_row_start[first];
+    const uint64_t hi = end < nlist ? layout.raw_row_start[end] : rows_;
+    buffer.clear();
+    slots.assign(size_t(hi - lo), {0, 0});
+    if (num_attrs_ > 0) {
+      SHOAL_RETURN_IF_ERROR(
+          ForEachAttributed(layout, [&](uint32_t, uint64_t row, std::string_view b) {
+            if (row < lo || row >= hi) return;
+            slots[row - lo] = {buffer.size(), uint32_t(b.size())};
+            buffer.append(b);
+          }));
+    }
+    for (const auto& [offset, length] : slots) {
+      SHOAL_RETURN_IF_ERROR(writer.Add(std::string_view(buffer).substr(offset, length)));
+    }
+    first = end;
+  }
+  SHOAL_RETURN_IF_ERROR(writer.Finish());
   return SyncAndClose(file.get());
 }
 
 absl::Status SegmentBuilder::Write(core::Executor& cpu, const core::IvfModel& model,
-                                   const std::string& dir, const Progress& progress) {
+                                   const std::string& dir, const Progress& progress,
+                                   uint32_t max_indexed_fields) {
   if (model.dim != dim_ || model.nlist() == 0) {
     return absl::InvalidArgumentError("SegmentBuilder::Write: a model of another dim");
   }
@@ -358,7 +460,7 @@ absl::Status SegmentBuilder::Write(core::Executor& cpu, const core::IvfModel& mo
   }
   SHOAL_RETURN_IF_ERROR(SyncAndClose(lists.get()));
   if (raw) SHOAL_RETURN_IF_ERROR(SyncAndClose(raw_file.get()));
-  SHOAL_RETURN_IF_ERROR(WriteAttrs(dir));
+  SHOAL_RETURN_IF_ERROR(WriteAttrs(dir, layout, max_indexed_fields));
   SHOAL_FAILPOINT("segment.before_meta");
   IvfMeta meta;
   meta.model = model;

@@ -2,8 +2,9 @@
 // of rows, with extra memory bounded by a budget (`build.memory_bytes`), not by the row count.
 //
 //   Add()      rows are appended to spill files in a temporary directory: ids.tmp (fixed64),
-//              vectors.tmp (dim float32 each) and attrs.tmp ((fixed64 id, bytes) of the rows
-//              that have attributes). Nothing but a small write buffer stays in memory.
+//              vectors.tmp (dim float32 each) and attrs.tmp ((fixed64 input row, fixed32
+//              length, bytes) of the rows that have attributes). Nothing but a small write
+//              buffer stays in memory.
 //   Sample()   a deterministic training sample (selection sampling over the spill, one
 //              sequential scan), at most what half the budget holds.
 //   Write()    1. assign pass: chunks of vectors are assigned to partitions on the CPU arena;
@@ -14,12 +15,16 @@
 //                 model's group is one contiguous run of rows: only that run is read), the
 //                 group's rows are encoded (arena) and placed, checksummed, and appended to
 //                 lists.dat and raw.dat. Output is partition-major without sorting rows in RAM.
-//              attrs.dat is the spilled attributes behind a header; ivf.meta comes last.
+//              4. attrs.dat (storage/attributes/attribute_file.h) in row order, group by group
+//                 (consecutive partitions whose attributes fit half the budget): the
+//                 attributes spill and assign.tmp are scanned once per group (and once more to
+//                 size the groups, unless every row fits one). ivf.meta comes last.
 //
 // Memory: chunk buffers ~1/8 of the budget each (vectors, their selection, codes), the group
 // buffer at most 1/2 (a single partition larger than that is held whole), the sample at most
-// 1/2 (only during training, before any of the others). Exact models (IvfModel::exact) assign
-// row i of n to slice i * nlist / n instead of a centroid.
+// 1/2 (only during training, before any of the others); while attrs.dat is written, the
+// attribute columns and 8 bytes a row for its row table (what the open segment holds). Exact models
+// (IvfModel::exact) assign row i of n to slice i * nlist / n instead of a centroid.
 //
 // Every file of the segment is fsync'ed, then the directory; the temporary directory is removed
 // by the destructor. Blocking file I/O runs on the calling (maintenance) thread; CPU work runs
@@ -38,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "core/exec/executor.h"
 #include "core/index/ivf_model.h"
+#include "storage/attributes/attribute_columns.h"
 #include "storage/io/file_system.h"
 
 namespace shoal::storage {
@@ -75,8 +81,10 @@ class SegmentBuilder {
 
   // Writes the segment into `dir` (created). REQUIRES: model.dim == dim. Zero rows make a
   // segment of empty partitions.
+  // `max_indexed_fields`: as AttributeColumns'.
   absl::Status Write(core::Executor& cpu, const core::IvfModel& model, const std::string& dir,
-                     const Progress& progress);
+                     const Progress& progress,
+                     uint32_t max_indexed_fields = AttributeColumns::kDefaultMaxIndexedFields);
 
  private:
   struct Spill;
@@ -92,7 +100,12 @@ class SegmentBuilder {
                           std::vector<uint64_t>* counts, const Progress& progress);
   absl::Status WriteGroup(core::Executor& cpu, const core::IvfModel& model, Layout* layout,
                           size_t first, size_t end, WritableFile* lists, WritableFile* raw);
-  absl::Status WriteAttrs(const std::string& dir);
+  // Calls fn for every row with attributes, in input order, with its partition and row number.
+  absl::Status ForEachAttributed(
+      const Layout& layout,
+      const std::function<void(uint32_t partition, uint64_t row, std::string_view)>& fn) const;
+  absl::Status WriteAttrs(const std::string& dir, const Layout& layout,
+                          uint32_t max_indexed_fields);
 
   FileSystem* const fs_;
   const std::string tmp_dir_;

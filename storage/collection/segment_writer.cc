@@ -2,6 +2,7 @@
 
 #include "core/base/status.h"
 #include "core/index/fastscan_model.h"
+#include "storage/attributes/attribute_file.h"
 #include "storage/format/coding.h"
 #include "storage/format/crc32c.h"
 #include "storage/format/segment_format.h"
@@ -22,7 +23,7 @@ absl::Status WriteAndSync(FileSystem* fs, const std::string& path, std::string_v
 
 absl::Status WriteSegment(FileSystem* fs, const std::string& dir, const core::IvfModel& model,
                           const SegmentRows& rows, const std::vector<uint32_t>& assign,
-                          const std::vector<uint8_t>& codes) {
+                          const std::vector<uint8_t>& codes, uint32_t max_indexed_fields) {
   const size_t nlist = model.nlist(), dim = model.dim, code_size = model.CodeSize();
   const bool raw = model.encoding != core::VectorEncoding::kFlat;
   // Rows of each partition, in input order.
@@ -33,8 +34,9 @@ absl::Status WriteSegment(FileSystem* fs, const std::string& dir, const core::Iv
   IvfMeta meta;
   meta.model = model;
   meta.num_vectors = rows.size();
-  std::string lists, raw_bytes, attrs;
-  uint64_t num_attrs = 0;
+  std::string lists, raw_bytes;
+  std::vector<std::string_view> attributes;  // in row (partition) order
+  attributes.reserve(rows.size());
   for (size_t p = 0; p < nlist; ++p) {
     PartitionExtent extent;
     extent.offset = lists.size();
@@ -43,11 +45,7 @@ absl::Status WriteSegment(FileSystem* fs, const std::string& dir, const core::Iv
     for (uint32_t i : members[p]) {
       lists.append(reinterpret_cast<const char*>(codes.data() + size_t(i) * code_size), code_size);
       if (raw) PutFloats(&raw_bytes, rows.vectors.data() + size_t(i) * dim, dim);
-      if (!rows.attributes.empty() && !rows.attributes[i].empty()) {
-        PutFixed64(&attrs, rows.ids[i]);
-        PutBytes(&attrs, rows.attributes[i]);
-        ++num_attrs;
-      }
+      attributes.push_back(rows.attributes.empty() ? std::string_view() : rows.attributes[i]);
     }
     // 4-bit PQ: the partition's codes as fast-scan blocks (core/index/fastscan_model.h).
     core::LayoutPartitionCodes(
@@ -60,11 +58,8 @@ absl::Status WriteSegment(FileSystem* fs, const std::string& dir, const core::Iv
   }
   SHOAL_RETURN_IF_ERROR(WriteAndSync(fs, JoinPath(dir, "lists.dat"), lists));
   if (raw) SHOAL_RETURN_IF_ERROR(WriteAndSync(fs, JoinPath(dir, "raw.dat"), raw_bytes));
-  std::string attrs_file(kAttrsMagic);
-  PutFixed32(&attrs_file, 1);
-  PutVarint64(&attrs_file, num_attrs);
-  attrs_file += attrs;
-  PutFixed32(&attrs_file, MaskCrc(Crc32c(attrs_file)));
+  SHOAL_ASSIGN_OR_RETURN(std::string attrs_file,
+                         EncodeAttributeFile(attributes, max_indexed_fields));
   SHOAL_RETURN_IF_ERROR(WriteAndSync(fs, JoinPath(dir, "attrs.dat"), attrs_file));
   SHOAL_RETURN_IF_ERROR(WriteAndSync(fs, JoinPath(dir, "ivf.meta"), EncodeIvfMeta(meta)));
   return fs->SyncDir(dir);

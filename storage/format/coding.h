@@ -71,6 +71,13 @@ class Decoder {
     data_.remove_prefix(n);
     return true;
   }
+  // A view of the next n bytes. The caller copies (the input may be unaligned).
+  bool GetView(uint64_t n, std::string_view* v) {
+    if (n > data_.size()) return false;
+    *v = data_.substr(0, size_t(n));
+    data_.remove_prefix(size_t(n));
+    return true;
+  }
   // A view of the next n*4 bytes as floats. The caller copies (the input may be unaligned).
   bool GetFloatBytes(size_t n, std::string_view* v) {
     if (n > data_.size() / sizeof(float)) return false;

@@ -164,25 +164,53 @@ core::AttributeValue FromScalar(core::AttributeScalar scalar) {
 
 }  // namespace
 
+void PutAttributeValue(std::string* out, const core::AttributeValue& value) {
+  if (const auto* list = std::get_if<core::AttributeList>(&value)) {
+    out->push_back(char(kList));
+    PutVarint64(out, list->size());
+    for (const core::AttributeScalar& element : *list) PutScalar(out, element);
+    return;
+  }
+  std::visit(
+      [out](const auto& v) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, core::AttributeList>) {
+          PutScalar(out, v);
+        }
+      },
+      value);
+}
+
+bool GetAttributeValue(Decoder* in, core::AttributeValue* value) {
+  uint8_t tag = 0;
+  if (!in->GetByte(&tag)) return false;
+  if (tag != kList) {
+    core::AttributeScalar scalar;
+    if (!GetScalar(in, tag, &scalar)) return false;
+    *value = FromScalar(std::move(scalar));
+    return true;
+  }
+  uint64_t n = 0;
+  // Every element takes at least two bytes (tag + bool): a count past that is corrupt.
+  if (!in->GetVarint64(&n) || n > in->remaining() / 2) return false;
+  core::AttributeList list;
+  list.reserve(size_t(n));
+  for (uint64_t e = 0; e < n; ++e) {
+    core::AttributeScalar scalar;
+    uint8_t element_tag = 0;
+    if (!in->GetByte(&element_tag) || !GetScalar(in, element_tag, &scalar)) return false;
+    list.push_back(std::move(scalar));
+  }
+  *value = std::move(list);
+  return true;
+}
+
 std::string EncodeAttributes(const core::Attributes& attributes) {
   std::string out;
   if (attributes.empty()) return out;
   PutVarint64(&out, attributes.size());
   for (const auto& [key, value] : attributes) {
     PutBytes(&out, key);
-    if (const auto* list = std::get_if<core::AttributeList>(&value)) {
-      out.push_back(char(kList));
-      PutVarint64(&out, list->size());
-      for (const core::AttributeScalar& element : *list) PutScalar(&out, element);
-    } else {
-      std::visit(
-          [&out](const auto& v) {
-            if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, core::AttributeList>) {
-              PutScalar(&out, v);
-            }
-          },
-          value);
-    }
+    PutAttributeValue(&out, value);
   }
   return out;
 }
@@ -195,28 +223,10 @@ absl::StatusOr<core::Attributes> DecodeAttributes(std::string_view bytes) {
   if (!in.GetVarint64(&count)) return Corrupt("attribute count");
   for (uint64_t i = 0; i < count; ++i) {
     std::string_view key;
-    uint8_t tag = 0;
-    if (!in.GetBytes(&key) || !in.GetByte(&tag)) return Corrupt("attribute key");
-    if (tag != kList) {
-      core::AttributeScalar scalar;
-      if (!GetScalar(&in, tag, &scalar)) return Corrupt("attribute value");
-      attributes[std::string(key)] = FromScalar(std::move(scalar));
-      continue;
-    }
-    uint64_t n = 0;
-    // Every element takes at least two bytes (tag + bool): a count past that is corrupt.
-    if (!in.GetVarint64(&n) || n > in.remaining() / 2) return Corrupt("attribute list length");
-    core::AttributeList list;
-    list.reserve(size_t(n));
-    for (uint64_t e = 0; e < n; ++e) {
-      core::AttributeScalar scalar;
-      uint8_t element_tag = 0;
-      if (!in.GetByte(&element_tag) || !GetScalar(&in, element_tag, &scalar)) {
-        return Corrupt("attribute list element");
-      }
-      list.push_back(std::move(scalar));
-    }
-    attributes[std::string(key)] = std::move(list);
+    if (!in.GetBytes(&key)) return Corrupt("attribute key");
+    core::AttributeValue value;
+    if (!GetAttributeValue(&in, &value)) return Corrupt("attribute value");
+    attributes[std::string(key)] = std::move(value);
   }
   if (!in.empty()) return Corrupt("trailing bytes after attributes");
   return attributes;

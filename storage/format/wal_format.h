@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/base/attributes.h"
+#include "storage/format/coding.h"
 
 namespace shoal::storage {
 
@@ -62,5 +63,11 @@ absl::StatusOr<DeleteBatch> DecodeDeleteBatch(std::string_view payload);
 
 std::string EncodeAttributes(const core::Attributes& attributes);
 absl::StatusOr<core::Attributes> DecodeAttributes(std::string_view bytes);
+
+// One value as EncodeAttributes writes it after its key (a tag, then the scalar or the list),
+// for other formats that hold values (storage/attributes/attribute_file.h). GetAttributeValue
+// answers false on a truncated or malformed value.
+void PutAttributeValue(std::string* out, const core::AttributeValue& value);
+bool GetAttributeValue(Decoder* in, core::AttributeValue* value);
 
 }  // namespace shoal::storage
