@@ -60,7 +60,7 @@ bool FieldColumn::Entries<T>::DecodeFrom(Decoder* in, uint64_t max_rows) {
   if (!dense) {
     if (!in->GetView(n * sizeof(uint32_t), &bytes)) return false;
     rows.resize(size_t(n));
-    std::memcpy(rows.data(), bytes.data(), bytes.size());
+    if (n > 0) std::memcpy(rows.data(), bytes.data(), bytes.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i] >= max_rows || (i > 0 && rows[i] <= rows[i - 1])) return false;
     }
@@ -77,7 +77,7 @@ bool FieldColumn::Entries<T>::DecodeFrom(Decoder* in, uint64_t max_rows) {
   } else {
     if (!in->GetView(n * sizeof(T), &bytes)) return false;
     values.resize(size_t(n));
-    std::memcpy(values.data(), bytes.data(), bytes.size());
+    if (n > 0) std::memcpy(values.data(), bytes.data(), bytes.size());
   }
   return true;
 }
