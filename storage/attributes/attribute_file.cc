@@ -31,6 +31,13 @@ absl::StatusOr<std::string> ReadExactly(const RandomAccessFile& file, uint64_t o
   return bytes;
 }
 
+// The file's first kAttributeFileHeaderBytes: the magic and this version.
+std::string Header() {
+  std::string header(kAttributeFileMagic);
+  PutFixed32(&header, kAttributeFileVersion);
+  return header;
+}
+
 }  // namespace
 
 AttributeFileWriter::AttributeFileWriter(Append append, uint32_t max_indexed_fields)
@@ -43,11 +50,7 @@ absl::Status AttributeFileWriter::Write(std::string_view bytes) {
 
 absl::Status AttributeFileWriter::Add(std::string_view attributes) {
   const uint64_t row = starts_.size();
-  if (row == 0) {
-    std::string header(kAttributeFileMagic);
-    PutFixed32(&header, kAttributeFileVersion);
-    SHOAL_RETURN_IF_ERROR(Write(header));
-  }
+  if (row == 0) SHOAL_RETURN_IF_ERROR(Write(Header()));
   auto decoded = DecodeAttributes(attributes);
   if (!decoded.ok()) return Corrupt(absl::StrCat("row ", row, ": ", decoded.status().message()));
   columns_.Append(row, *decoded);
@@ -59,11 +62,7 @@ absl::Status AttributeFileWriter::Add(std::string_view attributes) {
 }
 
 absl::Status AttributeFileWriter::Finish() {
-  if (starts_.empty()) {
-    std::string header(kAttributeFileMagic);
-    PutFixed32(&header, kAttributeFileVersion);
-    SHOAL_RETURN_IF_ERROR(Write(header));
-  }
+  if (starts_.empty()) SHOAL_RETURN_IF_ERROR(Write(Header()));
   const uint64_t rows = starts_.size(), table = written_;
   starts_.push_back(table);
   std::string out;
@@ -95,7 +94,7 @@ absl::Status AttributeFileWriter::Finish() {
   std::string footer;
   PutFixed64(&footer, written_);
   PutFixed32(&footer, uint32_t(directory.size()));
-  PutFixed32(&footer, MaskCrc(Crc32c(directory)));
+  PutFixed32(&footer, MaskCrc(Crc32c(directory, Crc32c(Header()))));
   SHOAL_RETURN_IF_ERROR(Write(directory));
   return Write(footer);
 }
@@ -136,9 +135,14 @@ absl::StatusOr<AttributeFileLayout> ReadAttributeLayout(const RandomAccessFile& 
       directory_bytes != end - directory_at) {
     return Corrupt("bad footer");
   }
+  SHOAL_ASSIGN_OR_RETURN(std::string header, ReadExactly(file, 0, kAttributeFileHeaderBytes));
+  SHOAL_ASSIGN_OR_RETURN(uint32_t version, AttributeFileVersion(header));
   SHOAL_ASSIGN_OR_RETURN(std::string directory, ReadExactly(file, directory_at, directory_bytes));
-  if (Crc32c(directory) != UnmaskCrc(masked)) return Corrupt("bad directory checksum");
+  if (Crc32c(directory, Crc32c(header)) != UnmaskCrc(masked)) {
+    return Corrupt("bad header or directory checksum");
+  }
   AttributeFileLayout layout;
+  layout.version = version;
   Decoder in(directory);
   uint64_t num_fields = 0;
   if (!in.GetVarint64(&layout.rows) || !in.GetFixed64(&layout.table) ||
@@ -162,6 +166,9 @@ absl::StatusOr<AttributeFileLayout> ReadAttributeLayout(const RandomAccessFile& 
     if (field.offset < columns_at || field.offset > directory_at ||
         field.length > directory_at - field.offset) {
       return Corrupt(absl::StrCat("field ", std::string(key), " outside the file's columns"));
+    }
+    if (!layout.fields.empty() && !(layout.fields.back().key < key)) {
+      return Corrupt("field keys out of order");
     }
     field.key = std::string(key);
     layout.fields.push_back(std::move(field));

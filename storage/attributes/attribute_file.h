@@ -12,7 +12,8 @@
 //   directory: varint rows, fixed64 offset of the table, varint fields, then per field:
 //     bytes key, fixed64 offset, fixed64 length, fixed32 crc32c of the column
 //   footer (16 bytes): fixed64 directory offset, fixed32 directory length, fixed32 masked
-//     crc32c of the directory
+//     crc32c of the header and the directory (a flipped version is corruption, not a newer
+//     file; later versions keep this footer)
 //
 // Version 1 ("SHOALATR" fixed32 1, varint n, n x (fixed64 id, bytes attributes), fixed32
 // masked crc of everything before it; only rows with attributes) is still read, whole, at open
@@ -41,8 +42,8 @@ inline constexpr size_t kAttributeFileHeaderBytes = 12;  // magic + version
 inline constexpr size_t kAttributeFileFooterBytes = 16;
 
 // Writes a version 2 file row by row through `append`, which receives the file's bytes in order.
-// Memory: the columns of the rows added (what the segment holds once open) and 8 bytes a row
-// for the row table; each row's bytes go to `append` as they come.
+// Memory: the columns of the rows added (what the segment holds once open) and 16 bytes a row
+// (the row table and the columns' row ids); each row's bytes go to `append` as they come.
 //
 // Thread-safety: not thread-safe; one thread writes a file.
 class AttributeFileWriter {
@@ -77,6 +78,7 @@ struct AttributeFileLayout {
     uint64_t offset = 0, length = 0;
     uint32_t crc32c = 0;
   };
+  uint32_t version = 0;  // the header's, checked by the footer's CRC
   uint64_t rows = 0;
   uint64_t table = 0;  // the row offsets' table
   std::vector<Field> fields;
@@ -84,8 +86,8 @@ struct AttributeFileLayout {
 
 // The version in a file's first kAttributeFileHeaderBytes; DATA_LOSS on a bad magic.
 absl::StatusOr<uint32_t> AttributeFileVersion(std::string_view header);
-// Reads and checks a version 2 file's footer and directory: DATA_LOSS on a bad checksum, a
-// truncated file or sections that do not fit in it.
+// Reads and checks a version 2 (or later) file's header, footer and directory: DATA_LOSS on a
+// bad checksum, a truncated file, sections that do not fit in it or field keys out of order.
 absl::StatusOr<AttributeFileLayout> ReadAttributeLayout(const RandomAccessFile& file);
 // Field `f` of the layout, read and checked.
 absl::StatusOr<FieldColumn> ReadAttributeColumn(const RandomAccessFile& file,

@@ -66,6 +66,7 @@ bool FieldColumn::Entries<T>::DecodeFrom(Decoder* in, uint64_t max_rows) {
     }
   }
   if constexpr (std::is_same_v<T, core::AttributeList>) {
+    if (n > in->remaining() / 2) return false;  // a list takes at least a tag and a count
     values.resize(size_t(n));
     for (core::AttributeList& list : values) {
       core::AttributeValue value;
@@ -334,7 +335,12 @@ absl::StatusOr<FieldColumn> FieldColumn::Decode(std::string_view bytes, uint64_t
   for (uint32_t code : c.strings_.values) {
     if (code >= distinct) return corrupt("string code");
   }
-  if (!c.int_index_.DecodeFrom(&in) || !c.string_index_.DecodeFrom(&in)) return corrupt("index");
+  for (uint8_t b : c.bools_.values) {
+    if (b > 1) return corrupt("bool");
+  }
+  if (!c.int_index_.DecodeFrom(&in, rows) || !c.string_index_.DecodeFrom(&in, rows)) {
+    return corrupt("index");
+  }
   if (!in.empty()) return corrupt("length");
   for (const core::AttributeList& l : c.lists_.values) {
     for (const core::AttributeScalar& e : l) {

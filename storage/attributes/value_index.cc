@@ -135,8 +135,30 @@ void ValueIndex<Key>::EncodeTo(std::string* out) const {
   }
 }
 
+namespace {
+
+// Whether a bitmap read from a file holds what its containers say: rows strictly ascending,
+// below `rows`, and cardinality() of them (a bitset container's count is stored, not counted).
+bool Consistent(const Roaring& bitmap, uint64_t rows) {
+  roaring_uint32_iterator_t it;
+  roaring_init_iterator(&bitmap.roaring, &it);
+  uint32_t batch[256];
+  uint64_t count = 0;
+  int64_t last = -1;
+  for (uint32_t got; (got = roaring_read_uint32_iterator(&it, batch, 256)) > 0;) {
+    for (uint32_t i = 0; i < got; ++i) {
+      if (int64_t(batch[i]) <= last || batch[i] >= rows) return false;
+      last = batch[i];
+    }
+    count += got;
+  }
+  return count == bitmap.cardinality();
+}
+
+}  // namespace
+
 template <typename Key>
-bool ValueIndex<Key>::DecodeFrom(Decoder* in) {
+bool ValueIndex<Key>::DecodeFrom(Decoder* in, uint64_t rows) {
   Drop();
   uint8_t flags = 0;
   uint64_t entries = 0, values = 0;
@@ -152,8 +174,9 @@ bool ValueIndex<Key>::DecodeFrom(Decoder* in) {
       std::string_view bitmap;
       if (!in->GetFixed64(&value) || !in->GetBytes(&bitmap)) return false;
       if (!rows_of.empty() && Key(value) <= std::prev(rows_of.end())->first) return false;
-      rows_of.emplace_hint(rows_of.end(), Key(value),
-                           Roaring::readSafe(bitmap.data(), bitmap.size()));
+      auto it = rows_of.emplace_hint(rows_of.end(), Key(value),
+                                     Roaring::readSafe(bitmap.data(), bitmap.size()));
+      if (!Consistent(it->second, rows)) return false;
     }
   } catch (const std::exception&) {  // a malformed bitmap, or no memory for it
     return false;

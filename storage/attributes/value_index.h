@@ -62,9 +62,10 @@ class ValueIndex {
 
   // The index as bytes (attribute_file.h): its state, then each value with its bitmap in
   // CRoaring's portable format; and back. DecodeFrom answers false on malformed bytes, having
-  // caught what CRoaring throws.
+  // caught what CRoaring throws, and on a bitmap whose rows are not ascending, not below
+  // `rows` or not as many as it says (CRoaring 0.2's readSafe checks lengths, not contents).
   void EncodeTo(std::string* out) const;
-  bool DecodeFrom(Decoder* in);
+  bool DecodeFrom(Decoder* in, uint64_t rows);
 
  private:
   bool OverBound() const;

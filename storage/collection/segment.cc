@@ -139,12 +139,12 @@ absl::Status Segment::LoadAttributes(FileSystem* fs, std::vector<uint64_t> row_i
   auto version = AttributeFileVersion(header);
   if (!version.ok()) return named(version.status());
   if (*version == 1) return LoadVersion1Attributes(fs, std::move(row_ids));
-  if (*version != kAttributeFileVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(attrs_path, ": unknown version ", *version, " (written by a newer shoald?)"));
-  }
   auto layout = ReadAttributeLayout(*attrs_);
   if (!layout.ok()) return named(layout.status());
+  if (layout->version != kAttributeFileVersion) {  // its header and directory agree: newer
+    return absl::FailedPreconditionError(absl::StrCat(
+        attrs_path, ": unknown version ", layout->version, " (written by a newer shoald?)"));
+  }
   if (layout->rows != row_ids.size()) {
     return absl::DataLossError(
         absl::StrCat(attrs_path, ": ", layout->rows, " rows, ivf.meta has ", row_ids.size()));

@@ -375,9 +375,13 @@ absl::Status SegmentBuilder::WriteAttrs(const std::string& dir, const Layout& la
   // attributes, with a 16-byte slot per row, fit half the budget. One pass over the spill sizes
   // the partitions (none when it all fits), then one pass per group picks its rows.
   constexpr uint64_t kSlotBytes = 16;
+  if (num_attrs_ == 0) {  // no row has attributes: nothing to place
+    for (uint64_t r = 0; r < rows_; ++r) SHOAL_RETURN_IF_ERROR(writer.Add({}));
+    SHOAL_RETURN_IF_ERROR(writer.Finish());
+    return SyncAndClose(file.get());
+  }
   std::vector<uint64_t> bytes_of(nlist, 0);
-  const bool one_group =
-      num_attrs_ == 0 || attrs_->in->size() + rows_ * kSlotBytes <= plan_.group_bytes;
+  const bool one_group = attrs_->in->size() + rows_ * kSlotBytes <= plan_.group_bytes;
   if (!one_group) {
     SHOAL_RETURN_IF_ERROR(ForEachAttributed(
         layout, [&](uint32_t p, uint64_t, std::string_view b) { bytes_of[p] += b.size(); }));
@@ -395,14 +399,12 @@ absl::Status SegmentBuilder::WriteAttrs(const std::string& dir, const Layout& la
     const uint64_t hi = end < nlist ? layout.raw_row_start[end] : rows_;
     buffer.clear();
     slots.assign(size_t(hi - lo), {0, 0});
-    if (num_attrs_ > 0) {
-      SHOAL_RETURN_IF_ERROR(
-          ForEachAttributed(layout, [&](uint32_t, uint64_t row, std::string_view b) {
-            if (row < lo || row >= hi) return;
-            slots[row - lo] = {buffer.size(), uint32_t(b.size())};
-            buffer.append(b);
-          }));
-    }
+    SHOAL_RETURN_IF_ERROR(
+        ForEachAttributed(layout, [&](uint32_t, uint64_t row, std::string_view b) {
+          if (row < lo || row >= hi) return;
+          slots[row - lo] = {buffer.size(), uint32_t(b.size())};
+          buffer.append(b);
+        }));
     for (const auto& [offset, length] : slots) {
       SHOAL_RETURN_IF_ERROR(writer.Add(std::string_view(buffer).substr(offset, length)));
     }

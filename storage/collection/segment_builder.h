@@ -23,7 +23,8 @@
 // Memory: chunk buffers ~1/8 of the budget each (vectors, their selection, codes), the group
 // buffer at most 1/2 (a single partition larger than that is held whole), the sample at most
 // 1/2 (only during training, before any of the others); while attrs.dat is written, the
-// attribute columns and 8 bytes a row for its row table (what the open segment holds). Exact models
+// attribute columns, 16 bytes a row for its row table and the rows' ids (what the open segment
+// holds), and a group's attributes with a 16-byte slot per row (at most 1/2). Exact models
 // (IvfModel::exact) assign row i of n to slice i * nlist / n instead of a centroid.
 //
 // Every file of the segment is fsync'ed, then the directory; the temporary directory is removed

@@ -215,6 +215,12 @@ TEST_F(SegmentBuilderTest, ACorruptAttributeFileIsDataLossWhereItIsRead) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
   auto seg = OpenSegment("seg");
   EXPECT_EQ(seg.status().code(), absl::StatusCode::kDataLoss) << seg.status();
+  // A flipped version is corruption (the footer's CRC covers the header), not a newer file.
+  bad = good;
+  bad[kAttributeFileMagic.size()] ^= 0x04;  // version 2 -> 6
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+  seg = OpenSegment("seg");
+  EXPECT_EQ(seg.status().code(), absl::StatusCode::kDataLoss) << seg.status();
 }
 
 // A merge or rebuild reads rows through ForEachRow: a flipped bit in a partition stops it with

@@ -130,7 +130,10 @@ TEST(ValueIndex, EncodesAndDecodesItsBitmapsAndRefusesMalformedBytes) {
   index.EncodeTo(&bytes);
   ValueIndex<int64_t> read(false);
   Decoder in(bytes);
-  ASSERT_TRUE(read.DecodeFrom(&in));
+  ASSERT_TRUE(read.DecodeFrom(&in, 5000));
+  Decoder again(bytes);
+  ValueIndex<int64_t> short_rows(false);
+  EXPECT_FALSE(short_rows.DecodeFrom(&again, 4999));  // a row past the segment's
   EXPECT_TRUE(in.empty());
   ASSERT_TRUE(read.enabled());
   EXPECT_EQ(read.memory_bytes(), index.memory_bytes());
@@ -141,7 +144,7 @@ TEST(ValueIndex, EncodesAndDecodesItsBitmapsAndRefusesMalformedBytes) {
   for (size_t n = 0; n < bytes.size(); ++n) {
     ValueIndex<int64_t> truncated(false);
     Decoder cut(std::string_view(bytes).substr(0, n));
-    EXPECT_FALSE(truncated.DecodeFrom(&cut)) << n;
+    EXPECT_FALSE(truncated.DecodeFrom(&cut, 5000)) << n;
     EXPECT_FALSE(truncated.enabled());
   }
   for (size_t i = 0; i < bytes.size(); ++i) {  // flipped bytes: refused or decoded, no crash
@@ -149,7 +152,7 @@ TEST(ValueIndex, EncodesAndDecodesItsBitmapsAndRefusesMalformedBytes) {
     flipped[i] ^= 0x5a;
     ValueIndex<int64_t> any(false);
     Decoder d(flipped);
-    (void)any.DecodeFrom(&d);
+    (void)any.DecodeFrom(&d, 5000);
   }
 }
 
